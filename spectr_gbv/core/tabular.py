@@ -1,0 +1,374 @@
+"""Tabular autoregressive models on tiny vocabularies (exact or float64, one API).
+
+A :class:`TabularAR` holds a next-token law ``p(. | x^t)`` for every prefix ``x^t`` of length
+``t = 0..depth`` over the vocabulary ``V = {0..n-1}`` (THEORY.md section 1). Laws at a
+prefix longer than ``depth`` are available through :meth:`TabularAR.cond` with
+``extend=True``, which reads the model as a ``depth``-th order Markov chain (the law after the
+last ``depth`` tokens); multi-iteration simulation over long horizons uses this.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from spectr_gbv.core.numbers import (
+    FLOAT_ROW_ATOL,
+    Scalar,
+    parse_probability,
+    sum_exact,
+    to_float_array,
+)
+
+Prefix = tuple[int, ...]
+
+
+def parse_prefix(key: str | Sequence[int], n: int, where: str) -> Prefix:
+    """Parse a prefix given as ``"0,1"`` (``""`` for the empty prefix) or a sequence of ints.
+
+    Raises
+    ------
+    ValueError
+        If a token is not an integer in ``[0, n)``; the message names ``where``.
+    """
+    if isinstance(key, str):
+        parts = [s.strip() for s in key.split(",")] if key.strip() else []
+        try:
+            toks = tuple(int(s) for s in parts)
+        except ValueError as exc:
+            raise ValueError(f"{where}: prefix key {key!r} is not comma-separated token ids") from exc
+    else:
+        toks = tuple(int(t) for t in key)
+    for t in toks:
+        if not 0 <= t < n:
+            raise ValueError(f"{where}: prefix {key!r} has token {t} outside the vocabulary 0..{n - 1}")
+    return toks
+
+
+def prefix_key(prefix: Prefix) -> str:
+    """Inverse of :func:`parse_prefix`: ``(0, 1) -> "0,1"``, ``() -> ""``."""
+    return ",".join(str(t) for t in prefix)
+
+
+class TabularAR:
+    """An autoregressive next-token model given by a table of conditionals.
+
+    Parameters
+    ----------
+    n : int
+        Vocabulary size, ``n >= 1``; tokens are ``0..n-1``.
+    laws : Mapping[prefix, Sequence]
+        Next-token law for every prefix of length ``0..depth``; a prefix is a tuple of ints or
+        a comma-separated string (``""`` is the empty prefix). Each row has ``n`` entries given
+        as Fractions, ints, fraction strings (``"3/4"``) or floats.
+    depth : int, optional
+        Largest prefix length with a law. Default: the longest prefix in ``laws``.
+    name : str
+        Used in error messages ("target", "draft").
+    atol : float
+        Tolerance on float rows' sums, default :data:`FLOAT_ROW_ATOL` (1e-9). Exact rows must
+        sum to exactly 1.
+
+    Attributes
+    ----------
+    n, depth : int
+    exact : bool
+        True when every entry is a Fraction (rows stored in numpy object arrays), False for
+        float64 (any float entry makes the whole model float64).
+
+    Raises
+    ------
+    ValueError
+        Missing prefix, extra prefix beyond ``depth``, wrong row length, a NaN/inf/negative
+        entry, or a row not summing to 1; the message names the model and the prefix.
+
+    References
+    ----------
+    THEORY.md section 1 (setting and notation).
+
+    Examples
+    --------
+    >>> m = TabularAR(2, {"": ["1/2", "1/2"], "0": ["3/4", "1/4"], "1": [1, 0]})
+    >>> m.prob((0, 1))
+    Fraction(1, 8)
+    """
+
+    def __init__(
+        self,
+        n: int,
+        laws: Mapping[Any, Sequence[Any]],
+        *,
+        depth: int | None = None,
+        name: str = "model",
+        atol: float = FLOAT_ROW_ATOL,
+    ) -> None:
+        if not isinstance(n, int | np.integer) or n < 1:
+            raise ValueError(f"{name}: vocabulary size n must be a positive int, got {n!r}")
+        self.n = int(n)
+        self.name = name
+        parsed: dict[Prefix, list[Scalar]] = {}
+        for key, row in laws.items():
+            prefix = parse_prefix(key, self.n, name)
+            if prefix in parsed:
+                raise ValueError(f"{name}: prefix {prefix} given twice")
+            where = f"{name} prefix {prefix}"
+            if isinstance(row, str) or not isinstance(row, Sequence | np.ndarray):
+                raise ValueError(f"{where}: row must be a list of {self.n} probabilities")
+            if len(row) != self.n:
+                raise ValueError(f"{where}: row has {len(row)} entries, expected n = {self.n}")
+            parsed[prefix] = [parse_probability(v, where) for v in row]
+        if not parsed:
+            raise ValueError(f"{name}: no laws given (need at least the empty prefix)")
+        max_len = max(len(p) for p in parsed)
+        self.depth = max_len if depth is None else int(depth)
+        if self.depth < 0:
+            raise ValueError(f"{name}: depth must be >= 0, got {depth}")
+        if max_len > self.depth:
+            raise ValueError(f"{name}: prefix of length {max_len} exceeds depth {self.depth}")
+        self.exact = all(isinstance(v, Fraction) for row in parsed.values() for v in row)
+        self._levels: list[np.ndarray] = []
+        for t in range(self.depth + 1):
+            shape = (self.n,) * t + (self.n,)
+            level = np.empty(shape, dtype=object if self.exact else np.float64)
+            for prefix in itertools.product(range(self.n), repeat=t):
+                if prefix not in parsed:
+                    raise ValueError(
+                        f"{name}: missing law for prefix {prefix} (need every prefix of length "
+                        f"0..{self.depth})"
+                    )
+                row = parsed[prefix]
+                self._check_row(row, f"{name} prefix {prefix}", atol)
+                level[prefix] = row if self.exact else [float(v) for v in row]
+            self._levels.append(level)
+        self._joint_cache: dict[int, np.ndarray] = {}
+
+    # ------------------------------------------------------------------ validation
+    def _check_row(self, row: Sequence[Scalar], where: str, atol: float) -> None:
+        total = sum(row, Fraction(0)) if self.exact else math.fsum(float(v) for v in row)
+        if self.exact:
+            if total != 1:
+                raise ValueError(f"{where}: row sums to {total}, not exactly 1")
+        elif not abs(total - 1.0) <= atol:
+            raise ValueError(f"{where}: row sums to {total!r}, not 1 within atol={atol:g}")
+
+    # ------------------------------------------------------------------ constructors
+    @classmethod
+    def from_levels(cls, levels: Sequence[np.ndarray], *, name: str = "model") -> TabularAR:
+        """Build from dense arrays: ``levels[t]`` has shape ``(n,)*t + (n,)`` (object or float64).
+
+        Raises
+        ------
+        ValueError
+            As the constructor.
+        """
+        levels = [np.asarray(lv) for lv in levels]
+        if not levels:
+            raise ValueError(f"{name}: levels is empty")
+        n = levels[0].shape[-1]
+        laws: dict[Prefix, Sequence[Any]] = {}
+        for t, lv in enumerate(levels):
+            if lv.shape != (n,) * (t + 1):
+                raise ValueError(f"{name}: levels[{t}] has shape {lv.shape}, expected {(n,) * (t + 1)}")
+            for prefix in itertools.product(range(n), repeat=t):
+                laws[prefix] = list(lv[prefix])
+        return cls(n, laws, depth=len(levels) - 1, name=name)
+
+    @classmethod
+    def context_free(cls, row: Sequence[Any], depth: int, *, name: str = "model") -> TabularAR:
+        """The same next-token law ``row`` after every prefix of length ``0..depth``.
+
+        Examples
+        --------
+        >>> TabularAR.context_free(["1/3", "2/3"], depth=2).prob((1, 1))
+        Fraction(4, 9)
+        """
+        n = len(row)
+        laws = {p: list(row) for t in range(depth + 1) for p in itertools.product(range(n), repeat=t)}
+        return cls(n, laws, depth=depth, name=name)
+
+    @classmethod
+    def random(
+        cls,
+        n: int,
+        depth: int,
+        seed: int | np.random.Generator | None = None,
+        *,
+        exact: bool = False,
+        zero_prob: float = 0.0,
+        concentration: float = 1.0,
+        denominator: int = 12,
+        name: str = "model",
+    ) -> TabularAR:
+        """A random model: every row Dirichlet(``concentration``), some entries zeroed.
+
+        Parameters
+        ----------
+        n, depth : int
+            Vocabulary size and largest prefix length.
+        seed : int or numpy.random.Generator, optional
+            Seed for :func:`numpy.random.default_rng` (reproducible).
+        exact : bool
+            If True, rows are rational: Dirichlet weights rounded to integers in
+            ``0..denominator`` then normalised (small denominators keep exact arithmetic fast).
+        zero_prob : float
+            Each entry is set to 0 with this probability (at least one entry per row stays > 0).
+        concentration : float
+            Dirichlet parameter; small values give peaked rows.
+        denominator : int
+            Integer weight scale of exact rows.
+
+        Returns
+        -------
+        TabularAR
+        """
+        rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+        laws: dict[Prefix, list[Any]] = {}
+        for t in range(depth + 1):
+            for prefix in itertools.product(range(n), repeat=t):
+                w = rng.dirichlet(np.full(n, concentration))
+                mask = rng.random(n) < zero_prob
+                if mask.all():
+                    mask[rng.integers(n)] = False
+                w = np.where(mask, 0.0, w)
+                if exact:
+                    # the largest weight maps to `denominator`, so every row has mass
+                    ints = np.rint(w / w.max() * denominator).astype(int)
+                    total = int(ints.sum())
+                    laws[prefix] = [Fraction(int(i), total) for i in ints]
+                else:
+                    w = w / w.sum()
+                    laws[prefix] = [float(v) for v in w]
+        return cls(n, laws, depth=depth, name=name)
+
+    # ------------------------------------------------------------------ access
+    def level(self, t: int) -> np.ndarray:
+        """Conditional laws at all prefixes of length ``t``.
+
+        Returns
+        -------
+        ndarray, shape ``(n,)*t + (n,)``, object (Fractions) or float64
+            ``out[x_1, .., x_t, v] = p(v | x^t)``. A read-only view.
+
+        Raises
+        ------
+        ValueError
+            If ``t`` is outside ``0..depth``.
+        """
+        if not 0 <= t <= self.depth:
+            raise ValueError(f"{self.name}: level t={t} outside 0..depth={self.depth}")
+        view = self._levels[t].view()
+        view.flags.writeable = False
+        return view
+
+    def cond(self, prefix: Sequence[int], *, extend: bool = False) -> np.ndarray:
+        """Next-token law ``p(. | prefix)``, shape ``(n,)``.
+
+        Parameters
+        ----------
+        prefix : sequence of int
+        extend : bool
+            If True, a prefix longer than ``depth`` uses its last ``depth`` tokens (the model
+            read as a ``depth``-th order Markov chain). If False such a prefix raises.
+
+        Raises
+        ------
+        ValueError
+            Prefix too long (without ``extend``) or a token outside the vocabulary.
+        """
+        prefix = tuple(int(t) for t in prefix)
+        if len(prefix) > self.depth:
+            if not extend:
+                raise ValueError(
+                    f"{self.name}: prefix of length {len(prefix)} exceeds depth {self.depth}"
+                )
+            prefix = prefix[len(prefix) - self.depth :] if self.depth else ()
+        for t in prefix:
+            if not 0 <= t < self.n:
+                raise ValueError(f"{self.name}: token {t} outside the vocabulary 0..{self.n - 1}")
+        return self._levels[len(prefix)][prefix]
+
+    def joint(self, t: int) -> np.ndarray:
+        """Joint prefix probabilities ``p(x^t) = prod_{s<=t} p(x_s | x^{s-1})``.
+
+        Returns
+        -------
+        ndarray, shape ``(n,)*t`` (a 0-d array for ``t = 0``), object or float64. Cached.
+
+        Raises
+        ------
+        ValueError
+            If ``t`` is outside ``0..depth+1``.
+        """
+        if not 0 <= t <= self.depth + 1:
+            raise ValueError(f"{self.name}: joint length t={t} outside 0..depth+1={self.depth + 1}")
+        if t not in self._joint_cache:
+            if t == 0:
+                out = np.array(Fraction(1) if self.exact else 1.0, dtype=self._levels[0].dtype)
+            else:
+                out = self.joint(t - 1)[..., None] * self._levels[t - 1]
+            out.flags.writeable = False
+            self._joint_cache[t] = out
+        return self._joint_cache[t]
+
+    def prob(self, seq: Sequence[int], *, given: Sequence[int] = (), extend: bool = False) -> Scalar:
+        """Probability of ``seq`` following ``given``: ``prod_s p(seq_s | given, seq_{<s})``."""
+        ctx = list(given)
+        out: Any = Fraction(1) if self.exact else 1.0
+        for tok in seq:
+            out = out * self.cond(ctx, extend=extend)[int(tok)]
+            ctx.append(int(tok))
+        return out
+
+    def items(self) -> Iterator[tuple[Prefix, np.ndarray]]:
+        """Iterate ``(prefix, law)`` over every prefix of length ``0..depth``."""
+        for t in range(self.depth + 1):
+            for prefix in itertools.product(range(self.n), repeat=t):
+                yield prefix, self._levels[t][prefix]
+
+    # ------------------------------------------------------------------ conversion
+    def to_float(self) -> TabularAR:
+        """The same model in float64 (self if already float)."""
+        if not self.exact:
+            return self
+        return TabularAR.from_levels([to_float_array(lv) for lv in self._levels], name=self.name)
+
+    def truncate(self, depth: int) -> TabularAR:
+        """The model restricted to prefixes of length ``0..depth`` (``depth <= self.depth``)."""
+        if not 0 <= depth <= self.depth:
+            raise ValueError(f"{self.name}: cannot truncate to depth {depth} (have {self.depth})")
+        return TabularAR.from_levels(self._levels[: depth + 1], name=self.name)
+
+    def to_mapping(self) -> dict[str, list[str] | list[float]]:
+        """JSON-ready mapping ``{"0,1": ["1/2", "1/2"], ...}`` (strings when exact)."""
+        out: dict[str, Any] = {}
+        for prefix, row in self.items():
+            if self.exact:
+                out[prefix_key(prefix)] = [f"{v.numerator}/{v.denominator}" for v in row]
+            else:
+                out[prefix_key(prefix)] = [float(v) for v in row]
+        return out
+
+    def row_sum(self, prefix: Sequence[int]) -> Scalar:
+        """Sum of the law at ``prefix`` (1, or within tolerance of 1)."""
+        return sum_exact(self.cond(prefix))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, TabularAR):
+            return NotImplemented
+        return (
+            self.n == other.n
+            and self.depth == other.depth
+            and self.exact == other.exact
+            and all(np.array_equal(a, b) for a, b in zip(self._levels, other._levels, strict=True))
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        kind = "exact" if self.exact else "float64"
+        return f"TabularAR(name={self.name!r}, n={self.n}, depth={self.depth}, {kind})"
