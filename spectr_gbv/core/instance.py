@@ -60,9 +60,7 @@ class Instance:
         if not isinstance(self.L, int | np.integer) or self.L < 1:
             raise ValueError(f"L (draft length) must be an int >= 1, got {self.L!r}")
         if self.target.n != self.draft.n:
-            raise ValueError(
-                f"vocabulary mismatch: target has n={self.target.n}, draft has n={self.draft.n}"
-            )
+            raise ValueError(f"vocabulary mismatch: target has n={self.target.n}, draft has n={self.draft.n}")
         if self.target.depth < self.L:
             raise ValueError(
                 f"target needs laws at prefixes of length 0..L={self.L} (bonus position); "
@@ -70,8 +68,7 @@ class Instance:
             )
         if self.draft.depth < self.L - 1:
             raise ValueError(
-                f"draft needs laws at prefixes of length 0..L-1={self.L - 1}; "
-                f"it has depth {self.draft.depth}"
+                f"draft needs laws at prefixes of length 0..L-1={self.L - 1}; it has depth {self.draft.depth}"
             )
         if self.target.exact != self.draft.exact:
             # one float model makes the instance float64

@@ -234,7 +234,10 @@ class TabularAR:
                 mask = rng.random(n) < zero_prob
                 if mask.all():
                     mask[rng.integers(n)] = False
-                w = np.where(mask, 0.0, w)
+                w = np.where(mask | ~np.isfinite(w), 0.0, w)
+                if w.sum() <= 0:
+                    # tiny concentrations underflow the gamma draws: fall back to a point mass
+                    w[rng.choice(np.flatnonzero(~mask))] = 1.0
                 if exact:
                     # the largest weight maps to `denominator`, so every row has mass
                     ints = np.rint(w / w.max() * denominator).astype(int)
@@ -283,9 +286,7 @@ class TabularAR:
         prefix = tuple(int(t) for t in prefix)
         if len(prefix) > self.depth:
             if not extend:
-                raise ValueError(
-                    f"{self.name}: prefix of length {len(prefix)} exceeds depth {self.depth}"
-                )
+                raise ValueError(f"{self.name}: prefix of length {len(prefix)} exceeds depth {self.depth}")
             prefix = prefix[len(prefix) - self.depth :] if self.depth else ()
         for t in prefix:
             if not 0 <= t < self.n:
@@ -336,6 +337,31 @@ class TabularAR:
         if not self.exact:
             return self
         return TabularAR.from_levels([to_float_array(lv) for lv in self._levels], name=self.name)
+
+    def shifted(self, context: Sequence[int], depth: int) -> TabularAR:
+        """The model seen after ``context``: laws ``p(. | context, z)`` for ``|z| = 0..depth``.
+
+        Prefixes longer than this model's depth use the Markov reading of :meth:`cond`
+        (``extend=True``). Multi-iteration simulation uses this to verify the next block.
+
+        Parameters
+        ----------
+        context : sequence of int
+            Tokens generated so far.
+        depth : int
+            Depth of the returned table (>= 0).
+
+        Returns
+        -------
+        TabularAR, same number kind and vocabulary.
+        """
+        ctx = tuple(int(t) for t in context)
+        laws = {
+            z: list(self.cond(ctx + z, extend=True))
+            for t in range(depth + 1)
+            for z in itertools.product(range(self.n), repeat=t)
+        }
+        return TabularAR(self.n, laws, depth=depth, name=self.name)
 
     def truncate(self, depth: int) -> TabularAR:
         """The model restricted to prefixes of length ``0..depth`` (``depth <= self.depth``)."""

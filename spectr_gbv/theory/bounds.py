@@ -258,9 +258,7 @@ def cic_bound(target: TabularAR, draft: TabularAR, num_drafts: int, draft_length
     return _weighted_cover(target, draft, num_drafts, draft_length, running_min=False)
 
 
-def cic_bound_lossless(
-    target: TabularAR, draft: TabularAR, num_drafts: int, draft_length: int
-) -> Scalar:
+def cic_bound_lossless(target: TabularAR, draft: TabularAR, num_drafts: int, draft_length: int) -> Scalar:
     r"""Lossless stateless analogue of the CIC bound: r replaced by the BV weight beta.
 
     .. math::
@@ -297,9 +295,7 @@ def cic_bound_lossless(
     return _weighted_cover(target, draft, num_drafts, draft_length, running_min=True)
 
 
-def cic_bound_increment(
-    target: TabularAR, draft: TabularAR, num_drafts: int, draft_length: int
-) -> Scalar:
+def cic_bound_increment(target: TabularAR, draft: TabularAR, num_drafts: int, draft_length: int) -> Scalar:
     r"""The right-hand side of the monotonicity identity :math:`\sum_i\sum_{x^i} p\,r\,(1-r)^K`.
 
     Equals ``cic_bound(K+1) - cic_bound(K)`` (proved symbolically by
@@ -321,9 +317,7 @@ def cic_bound_increment(
     return total
 
 
-def prefix_relaxation(
-    target: TabularAR, draft: TabularAR, num_drafts: int, draft_length: int
-) -> Scalar:
+def prefix_relaxation(target: TabularAR, draft: TabularAR, num_drafts: int, draft_length: int) -> Scalar:
     r"""Prefix relaxation of the block coupling: each prefix length coupled on its own.
 
     .. math::
