@@ -1,0 +1,80 @@
+"""``spectr-gbv bound``: the bounds of one instance per K (closed forms exact, LPs in float64)."""
+
+from __future__ import annotations
+
+import argparse
+from fractions import Fraction
+
+from spectr_gbv.cli.common import UsageError, parse_ks, print_json, render_table, resolve_instance
+from spectr_gbv.core.numbers import Scalar, format_value, json_value
+from spectr_gbv.theory.bounds import cic_limit
+from spectr_gbv.theory.lp import LPTooLargeError
+from spectr_gbv.theory.table import bound_table
+
+
+def _cell(v: Scalar | float | None) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, Fraction):
+        return f"{format_value(v)} ({float(v):.6f})"
+    return format_value(v)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Execute ``bound``; returns the exit status."""
+    inst = resolve_instance(args)
+    ks = parse_ks(args.K)
+    try:
+        rows = bound_table(inst, ks, with_lp=not args.no_lp)
+    except LPTooLargeError as exc:
+        raise UsageError(f"instance too large for the LPs ({exc}); rerun with --no-lp") from exc
+    limit = cic_limit(inst.target, inst.draft, inst.L)
+    if args.json:
+        print_json(
+            {
+                "instance": inst.name,
+                "n": inst.n,
+                "L": inst.L,
+                "exact": inst.exact,
+                "limit": json_value(limit),
+                "rows": [r.to_json() for r in rows],
+            }
+        )
+        return 0
+    kind = "exact fractions (decimal)" if inst.exact else "float64"
+    print(f"Instance: {inst.name}  (n={inst.n}, L={inst.L}, {kind})")
+    print("Expected accepted tokens E[tau] per iteration (add 1 for block efficiency).")
+    headers = ["K", "B (CIC)", "B_BV", "SD", "BV", "prefix relax.", "OPT (LP)", "OT (LP)"]
+    table = [
+        [
+            str(r.K),
+            _cell(r.cic_bound),
+            _cell(r.cic_bound_lossless),
+            _cell(r.sd),
+            _cell(r.bv),
+            _cell(r.prefix_relaxation),
+            _cell(r.opt),
+            _cell(r.ot),
+        ]
+        for r in rows
+    ]
+    print(render_table(headers, table))
+    print(f"K -> infinity limit of B, B_BV, PR: {_cell(limit)}  (L = {inst.L})")
+    return 0
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register the ``bound`` subcommand."""
+    from spectr_gbv.cli.common import add_instance_args
+
+    p = sub.add_parser(
+        "bound",
+        help="CIC bound B(K), lossless analogue B_BV(K), SD, BV, prefix relaxation, OPT(K), OT(K)",
+        description="Print the bounds of an instance per K. Exact fractions when the instance is exact; "
+        "OPT and OT are linear programs (scipy HiGHS, float64).",
+    )
+    add_instance_args(p)
+    p.add_argument("--K", default="1,2,3", help="numbers of drafts, e.g. 1,2,3 or 1-8 (default 1,2,3)")
+    p.add_argument("--no-lp", action="store_true", help="skip the OPT/OT linear programs")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=run)

@@ -1,0 +1,43 @@
+"""Entry point of the ``spectr-gbv`` command: parses arguments and dispatches to a subcommand."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from spectr_gbv import __version__
+from spectr_gbv.cli import bound, report, simulate
+from spectr_gbv.cli.common import UsageError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every subcommand registered."""
+    parser = argparse.ArgumentParser(
+        prog="spectr-gbv",
+        description="Reference implementation and referee for multi-draft block verification.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    report.add_parser(sub)
+    bound.add_parser(sub)
+    simulate.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit status (0 ok, 1 a check failed, 2 usage or input error)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args))
+    except UsageError as exc:
+        print(f"spectr-gbv {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

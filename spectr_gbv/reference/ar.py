@@ -1,0 +1,32 @@
+"""Plain autoregressive decoding: ignore the drafts, emit one token from the target."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from spectr_gbv.reference.base import DraftTuple, Verifier, VerifyInput
+from spectr_gbv.reference.choosers import Chooser, Emission
+
+
+class AutoregressiveVerifier(Verifier):
+    """Autoregressive baseline: ``O = (Z,)`` with ``Z ~ p(. | empty prefix)``; tau = 0.
+
+    Lossless trivially; its law does not depend on the drafts at all.
+
+    References
+    ----------
+    THEORY.md sections 2 and 6 (AR).
+    """
+
+    name = "ar"
+    lossless = True
+    symmetric = True
+    citation = "plain autoregressive sampling from the target p (THEORY.md section 6)"
+
+    def law_key(self, drafts: DraftTuple) -> tuple[()]:
+        """One key for every draft tuple: the law never reads the drafts."""
+        return ()
+
+    def run(self, batch: VerifyInput, prep: Any, chooser: Chooser) -> Emission:
+        """Emit ``Z ~ target_probs[0, 0]``."""
+        return Emission((), batch.target_probs[0, 0])

@@ -1,0 +1,89 @@
+"""SpecInfer's recursive rejection sampling (RRS) on the draft tree."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from spectr_gbv.reference.base import Verifier, VerifyInput, normalize
+from spectr_gbv.reference.choosers import Chooser, Emission
+
+
+def rrs_node(
+    p: np.ndarray, q: np.ndarray, tokens: list[int], exact: bool
+) -> tuple[list[Any], list[np.ndarray]]:
+    r"""Acceptance probabilities and residual laws of recursive rejection sampling at a node.
+
+    Trial i accepts ``tokens[i]`` with probability :math:`\min\{1, R_i(x)/q(x)\}`, where
+    :math:`R_0 = p` and :math:`R_{i+1} = \mathrm{normalize}(\max\{R_i - q, 0\})` after a
+    rejection. When some :math:`R_i = q` (trial i accepts surely; in float64, when the
+    residual rounds to zero) the later trials are unreachable and dropped.
+
+    Returns
+    -------
+    accept : list of scalars, length m <= len(tokens)
+    residuals : list of m + 1 arrays, shape (n,)
+        ``residuals[i]`` is :math:`R_i`; ``residuals[-1]`` is the law after all m rejections.
+    """
+    one: Any = Fraction(1) if exact else 1.0
+    residuals = [p]
+    accept: list[Any] = []
+    for x in tokens:
+        r = residuals[-1]
+        a = min(one, r[x] / q[x])
+        nxt = np.maximum(r - q, 0)
+        if not np.any(nxt > 0):
+            # R = q: this trial accepts surely (in float64, up to rounding)
+            accept.append(one)
+            residuals.append(r)  # never used: the rejection branch has probability 0
+            break
+        accept.append(a)
+        residuals.append(normalize(nxt, exact))
+    return accept, residuals
+
+
+class RecursiveRejectionVerifier(Verifier):
+    r"""SpecInfer multi-step speculative sampling (recursive rejection sampling) on the tree.
+
+    At a node u with the drafts through it (index order) and their next tokens
+    :math:`x_1, .., x_k` (repeats allowed), set :math:`R = p(.|u)` and for i = 1..k accept
+    :math:`x_i` with probability :math:`\min\{1, R(x_i)/q(x_i|u)\}`, else
+    :math:`R \leftarrow \mathrm{normalize}(\max\{R - q(.|u), 0\})`. On acceptance move to
+    the child, where all drafts carrying that token continue; if all are rejected emit
+    :math:`Z \sim R`; after L accepted tokens emit the bonus :math:`Z \sim p(.|x^L)`.
+    Lossless (each trial is speculative sampling towards the current residual); equals MDBV
+    at L = 1. Order-dependent, so ``symmetric = False``.
+
+    References
+    ----------
+    Miao et al. 2024, "SpecInfer: accelerating large language model serving with tree-based
+    speculative inference and verification", arXiv 2305.09781, multi-step speculative
+    sampling (stochastic token-tree verification), as THEORY.md section 6 reads it.
+    """
+
+    name = "rrs"
+    lossless = True
+    symmetric = False
+    citation = (
+        "Miao et al. 2024 (SpecInfer, arXiv 2305.09781), multi-step speculative sampling on "
+        "the draft tree; THEORY.md section 6"
+    )
+
+    def run(self, batch: VerifyInput, prep: Any, chooser: Chooser) -> Emission:
+        """Walk down the draft tree, recursive rejection sampling at each node."""
+        active = list(range(batch.K))
+        prefix: list[int] = []
+        for t in range(batch.L):
+            k0 = active[0]
+            p, q = batch.target_probs[k0, t], batch.draft_probs[k0, t]
+            tokens = [int(batch.drafts[j, t]) for j in active]
+            accept, residuals = rrs_node(p, q, tokens, batch.exact)
+            first = chooser.first_success(accept)
+            if first is None:
+                return Emission(tuple(prefix), residuals[-1])
+            token = tokens[first]
+            prefix.append(token)
+            active = [j for j in active if batch.drafts[j, t] == token]
+        return Emission(tuple(prefix), batch.target_probs[active[0], batch.L])

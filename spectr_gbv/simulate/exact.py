@@ -1,0 +1,364 @@
+r"""Exact one-iteration simulator: a verifier's output law averaged over all draft tuples.
+
+For an :class:`~spectr_gbv.core.Instance` (p, q, L) and K i.i.d. drafts,
+
+.. math::
+    a(o) = \sum_{X} \Big(\prod_{k} q(X^{(k)})\Big)\, P(O = o \mid X)
+
+over every draft tuple X of positive probability, with :math:`P(O = o \mid X)` the verifier's
+exact kernel (:meth:`~spectr_gbv.reference.Verifier.outcome_law`). From a it reports the
+expected accepted tokens :math:`E[\tau] = \sum_o a(o)(|o| - 1)` and the validity defect of
+THEORY.md section 2 (exact rationals for an exact instance).
+
+Work saved, all exact:
+
+* drafts with q = 0 are never enumerated;
+* for ``symmetric`` verifiers (law invariant to the order of the drafts) the simulator
+  enumerates draft *multisets* with weight ``multiplicity * prod q``, one kernel per multiset;
+  order-dependent verifiers (first-accepted-wins scans: sd, bv, spectr, rrs, mdbv and the
+  lossy ones) need every *ordered* tuple, since their law for (x, y) and (y, x) differ;
+* tuples are grouped by the verifier's :meth:`~spectr_gbv.reference.Verifier.law_key`
+  (e.g. sd and bv read only the first draft, ar none), one kernel per group;
+* the rows ``draft_probs``/``target_probs`` of every draft are gathered once by vectorised
+  numpy indexing of the instance tables, and tuple weights are vectorised products.
+
+Enumeration is refused above :data:`MAX_DRAFT_TUPLES` tuples
+(:class:`EnumerationTooLargeError`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from spectr_gbv.core.instance import Instance
+from spectr_gbv.core.numbers import Scalar, sum_exact, zeros_like_kind
+from spectr_gbv.core.tabular import TabularAR
+from spectr_gbv.reference.base import Verifier, VerifyInput
+from spectr_gbv.reference.registry import get_verifier
+
+#: Largest number of draft tuples (ordered tuples, or multisets for symmetric verifiers) the
+#: simulator enumerates. Exact kernels cost ~0.3-1 ms each (mdbv: n=3, L=3, K=3, 15,625
+#: tuples in ~7 s on one core), so the limit bounds a run to a few minutes.
+MAX_DRAFT_TUPLES = 200_000
+
+#: Float instances: ``lossless`` means ``validity_defect <= FLOAT_DEFECT_TOL``.
+FLOAT_DEFECT_TOL = 1e-9
+
+
+class EnumerationTooLargeError(ValueError):
+    """The number of draft tuples to enumerate exceeds the limit."""
+
+
+@dataclass(frozen=True)
+class ExactResult:
+    """Exact one-iteration result of a verifier on an instance.
+
+    Attributes
+    ----------
+    method : str
+        The verifier's stable name.
+    K, L, n : int
+        Drafts, draft length, vocabulary size.
+    exact : bool
+        Fractions throughout (exact instance) or float64.
+    expected_accepted : Fraction or float
+        :math:`E[\\tau]` (add 1 for the per-iteration block efficiency).
+    validity_defect : Fraction or float
+        THEORY.md section 2: :math:`\\frac12\\sum_y |\\sum_m a(y^m) p(y_{m+1..L+1}|y^m) - p(y)|`.
+    lossless : bool
+        ``validity_defect == 0`` (exact), or ``<= tolerance`` (float).
+    tolerance : float or None
+        None for exact instances, :data:`FLOAT_DEFECT_TOL` otherwise.
+    output_law : dict of tuple of int to Fraction or float
+        :math:`a(o)` over outputs of positive probability.
+    num_draft_tuples : int
+        Tuples enumerated (ordered tuples, or multisets for a symmetric verifier), over the
+        drafts of positive probability.
+    enumeration : str
+        ``"ordered"`` or ``"multiset"``.
+    num_kernels : int
+        Kernel evaluations after grouping by :meth:`Verifier.law_key`.
+    diagnostics : dict of str to Fraction or float or int
+        ``clamped`` (total clamped weights over all kernels), ``clamped_draft_mass`` (draft
+        probability of the tuples whose kernel clamped a weight), ``residual_fallbacks`` and
+        ``fallback_draft_mass`` likewise (see :class:`~spectr_gbv.reference.Diagnostics`).
+    """
+
+    method: str
+    K: int
+    L: int
+    n: int
+    exact: bool
+    expected_accepted: Scalar
+    validity_defect: Scalar
+    lossless: bool
+    tolerance: float | None
+    output_law: dict[tuple[int, ...], Scalar]
+    num_draft_tuples: int
+    enumeration: str
+    num_kernels: int
+    diagnostics: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def block_efficiency(self) -> Scalar:
+        """Expected tokens per iteration, :math:`E[\\tau + 1]`."""
+        return self.expected_accepted + 1
+
+
+@dataclass(frozen=True)
+class DraftTable:
+    """Every single draft of positive probability with its rows (vectorised gather).
+
+    Attributes
+    ----------
+    tokens : ndarray, shape [m, L], int64
+        The drafts ``x`` with ``q(x) > 0``, in lexicographic order.
+    probs : ndarray, shape [m], object or float64
+        ``q(x)``.
+    draft_rows : ndarray, shape [m, L, n]
+        ``q(. | x^t)``, t = 0..L-1.
+    target_rows : ndarray, shape [m, L+1, n]
+        ``p(. | x^t)``, t = 0..L.
+    """
+
+    tokens: np.ndarray
+    probs: np.ndarray
+    draft_rows: np.ndarray
+    target_rows: np.ndarray
+
+    @classmethod
+    def from_instance(cls, instance: Instance) -> DraftTable:
+        """Gather the support of q on V^L and every row along it from the instance tables."""
+        p, q, L = instance.target, instance.draft, instance.L
+        q_joint = q.joint(L)
+        tokens = np.argwhere(q_joint > 0).astype(np.int64).reshape(-1, L)
+        probs = q_joint[tuple(tokens.T)]
+
+        def gather(model: TabularAR, depth: int) -> np.ndarray:
+            levels = [model.level(t)[tuple(tokens[:, :t].T)] for t in range(depth)]
+            return np.stack([np.broadcast_to(lv, (len(tokens), model.n)) for lv in levels], axis=1)
+
+        return cls(tokens, probs, gather(q, L), gather(p, L + 1))
+
+
+def count_draft_tuples(num_drafts_support: int, num_drafts: int, multisets: bool) -> int:
+    """Ordered tuples ``m^K`` or multisets ``C(m + K - 1, K)`` of ``m`` single drafts."""
+    m, K = num_drafts_support, num_drafts
+    return math.comb(m + K - 1, K) if multisets else m**K
+
+
+def _tuples(m: int, K: int, multisets: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Index tuples [T, K] and their multiplicities [T] (1 for ordered tuples)."""
+    if multisets:
+        idx = np.array(list(itertools.combinations_with_replacement(range(m), K)), dtype=np.int64)
+        idx = idx.reshape(-1, K)
+        # multiplicity K! / prod(count!) ; prod(count!) = prod of run positions in sorted rows
+        run = np.ones(len(idx), dtype=np.int64)
+        fact = np.ones(len(idx), dtype=np.int64)
+        for j in range(1, K):
+            run = np.where(idx[:, j] == idx[:, j - 1], run + 1, 1)
+            fact *= run
+        return idx, math.factorial(K) // fact
+    grids = np.unravel_index(np.arange(m**K, dtype=np.int64), (m,) * K)
+    return np.stack(grids, axis=1).astype(np.int64).reshape(-1, K), np.ones(m**K, dtype=np.int64)
+
+
+def validity_defect(target: TabularAR, law: Mapping[tuple[int, ...], Scalar], L: int) -> Scalar:
+    r"""Validity defect of an output law (THEORY.md section 2).
+
+    .. math::
+        \frac12\sum_{y\in V^{L+1}}\Big|\sum_{m=1}^{L+1} a(y^m)\,p(y_{m+1..L+1}\mid y^m)
+        - p(y)\Big|
+
+    Exactly 0 iff "O, then fresh sampling from p" has law p on V^{L+1} (stateless
+    losslessness).
+
+    Parameters
+    ----------
+    target : TabularAR
+        p, depth >= L.
+    law : mapping of tuple of int to Fraction or float
+        ``a(o)`` for outputs of length 1..L+1.
+    L : int
+        Draft length.
+
+    Returns
+    -------
+    Fraction or float
+        Exact when the target and every law value are exact.
+
+    Raises
+    ------
+    ValueError
+        An output of length 0 or > L + 1, a token outside the vocabulary, or a target table
+        shallower than L.
+    """
+    n = target.n
+    if target.depth < L:
+        raise ValueError(f"validity_defect: target depth {target.depth} < L = {L}")
+    exact = target.exact and all(isinstance(v, Fraction | int) for v in law.values())
+    by_len = [zeros_like_kind((n,) * m, exact) for m in range(L + 2)]
+    for o, prob in law.items():
+        if not 1 <= len(o) <= L + 1 or any(not 0 <= t < n for t in o):
+            raise ValueError(f"validity_defect: output {o} is not 1..{L + 1} tokens of 0..{n - 1}")
+        by_len[len(o)][o] += prob if exact else float(prob)
+    levels = [
+        target.level(t) if exact else np.asarray(target.level(t), dtype=np.float64) for t in range(L + 1)
+    ]
+    left = by_len[1]
+    for m in range(1, L + 1):
+        left = left[..., None] * levels[m] + by_len[m + 1]
+    right = target.joint(L + 1)
+    if not exact:
+        right = np.asarray(right, dtype=np.float64)
+    total = sum_exact(np.abs(left - right))
+    return total / 2
+
+
+def expected_accepted(law: Mapping[tuple[int, ...], Scalar]) -> Scalar:
+    r""":math:`E[\tau] = \sum_o a(o)(|o| - 1)` (exact for Fractions)."""
+    values = list(law.values())
+    if values and all(isinstance(v, Fraction | int) for v in values):
+        return sum((v * (len(o) - 1) for o, v in law.items()), Fraction(0))
+    return math.fsum(float(v) * (len(o) - 1) for o, v in law.items())
+
+
+def simulate_exact(
+    instance: Instance,
+    method: str | Verifier,
+    num_drafts: int,
+    *,
+    max_tuples: int = MAX_DRAFT_TUPLES,
+) -> ExactResult:
+    r"""Exact output law, E[tau] and validity defect of one verification iteration.
+
+    .. math::
+        a(o) = \sum_X \prod_k q(X^{(k)})\, P(O = o\mid X),\qquad
+        E[\tau] = \sum_o a(o)(|o| - 1)
+
+    Parameters
+    ----------
+    instance : Instance
+        p (depth >= L, for the bonus), q (depth >= L - 1) and L; exact or float64.
+    method : str or Verifier
+        A stable method name (:func:`~spectr_gbv.reference.get_verifier`) or an instance.
+    num_drafts : int
+        K >= 1.
+    max_tuples : int
+        Refuse to enumerate more tuples than this (default :data:`MAX_DRAFT_TUPLES`).
+
+    Returns
+    -------
+    ExactResult
+
+    Raises
+    ------
+    ValueError
+        Unknown method, K < 1.
+    EnumerationTooLargeError
+        More than ``max_tuples`` tuples (the message names n, L, K and the count).
+
+    References
+    ----------
+    THEORY.md sections 1-2 (setting, validity defect) and 6 (verifiers).
+
+    Examples
+    --------
+    >>> from spectr_gbv.core import default_instance
+    >>> simulate_exact(default_instance(), "mdbv", 2).expected_accepted
+    Fraction(61, 36)
+    """
+    verifier = get_verifier(method) if isinstance(method, str) else method
+    if not isinstance(verifier, Verifier):
+        raise ValueError(f"method: expected a name or a Verifier, got {type(method).__name__}")
+    K = num_drafts
+    if not isinstance(K, int | np.integer) or isinstance(K, bool) or K < 1:
+        raise ValueError(f"num_drafts (K) must be an int >= 1, got {K!r}")
+    K = int(K)
+    n, L, exact = instance.n, instance.L, instance.exact
+    table = DraftTable.from_instance(instance)
+    m = len(table.tokens)
+    multisets = verifier.symmetric
+    count = count_draft_tuples(m, K, multisets)
+    if count > max_tuples:
+        kind = "draft multisets" if multisets else "ordered draft tuples"
+        raise EnumerationTooLargeError(
+            f"n={n}, L={L}, K={K}: {count} {kind} over {m} drafts of positive probability "
+            f"exceed the limit {max_tuples}"
+        )
+    idx, mult = _tuples(m, K, multisets)
+    weights = table.probs[idx]
+    tuple_prob = weights.prod(axis=1) if len(idx) else weights.sum(axis=1)
+    tuple_prob = tuple_prob * (mult.astype(object) if exact else mult)
+
+    # group by law key (default keys are the index tuples themselves: no grouping needed)
+    groups: dict[Any, list[Any]] = {}
+    default_key = type(verifier).law_key is Verifier.law_key
+    singles = [tuple(int(v) for v in row) for row in table.tokens]
+    for row, w in zip(idx.tolist(), tuple_prob.tolist(), strict=True):
+        key = tuple(row) if default_key else verifier.law_key(tuple(singles[i] for i in row))
+        entry = groups.get(key)
+        if entry is None:
+            groups[key] = [row, w]
+        else:
+            entry[1] = entry[1] + w
+
+    zero: Scalar = Fraction(0) if exact else 0.0
+    law: dict[tuple[int, ...], Scalar] = {}
+    diag: dict[str, Any] = {
+        "clamped": 0,
+        "clamped_draft_mass": zero,
+        "residual_fallbacks": 0,
+        "fallback_draft_mass": zero,
+    }
+    for row, w in groups.values():
+        batch = VerifyInput(table.tokens[row], table.draft_rows[row], table.target_rows[row], exact)
+        for o, prob in verifier.outcome_law_checked(batch).items():
+            law[o] = law.get(o, zero) + w * prob
+        d = verifier.last_diagnostics
+        if d.get("clamped", 0):
+            diag["clamped"] += d["clamped"]
+            diag["clamped_draft_mass"] += w
+        if d.get("residual_fallbacks", 0):
+            diag["residual_fallbacks"] += d["residual_fallbacks"]
+            diag["fallback_draft_mass"] += w
+
+    defect = validity_defect(instance.target, law, L)
+    tol = None if exact else FLOAT_DEFECT_TOL
+    lossless = bool(defect == 0) if exact else bool(defect <= FLOAT_DEFECT_TOL)
+    return ExactResult(
+        method=verifier.name,
+        K=K,
+        L=L,
+        n=n,
+        exact=exact,
+        expected_accepted=expected_accepted(law),
+        validity_defect=defect,
+        lossless=lossless,
+        tolerance=tol,
+        output_law=law,
+        num_draft_tuples=count,
+        enumeration="multiset" if multisets else "ordered",
+        num_kernels=len(groups),
+        diagnostics=diag,
+    )
+
+
+__all__ = [
+    "FLOAT_DEFECT_TOL",
+    "MAX_DRAFT_TUPLES",
+    "DraftTable",
+    "EnumerationTooLargeError",
+    "ExactResult",
+    "count_draft_tuples",
+    "expected_accepted",
+    "simulate_exact",
+    "validity_defect",
+]
