@@ -24,8 +24,8 @@ def add_instance_args(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--random",
-        metavar="n,L,seed",
-        help="a random exact instance with vocabulary n, draft length L and seed",
+        metavar="n,L,seed[,zero_prob]",
+        help="a random exact instance: vocabulary n, draft length L, seed, optional share of zero entries",
     )
 
 
@@ -42,15 +42,19 @@ def resolve_instance(args: argparse.Namespace) -> Instance:
             return load_instance(args.instance)
         if getattr(args, "random", None):
             parts = args.random.split(",")
-            if len(parts) != 3:
-                raise UsageError(f"--random expects n,L,seed (three ints), got {args.random!r}")
+            usage = f"--random expects n,L,seed[,zero_prob] (ints, then a float), got {args.random!r}"
+            if len(parts) not in (3, 4):
+                raise UsageError(usage)
             try:
-                n, L, seed = (int(x) for x in parts)
+                n, L, seed = (int(x) for x in parts[:3])
+                zero_prob = float(parts[3]) if len(parts) == 4 else 0.0
             except ValueError as exc:
-                raise UsageError(f"--random expects n,L,seed (three ints), got {args.random!r}") from exc
-            if n < 1 or n > 16 or L < 1 or L > 8:
-                raise UsageError(f"--random: need 1 <= n <= 16 and 1 <= L <= 8, got n={n}, L={L}")
-            return random_instance(n, L, seed, exact=True)
+                raise UsageError(usage) from exc
+            if n < 1 or n > 16 or L < 1 or L > 8 or not 0 <= zero_prob < 1:
+                raise UsageError(
+                    f"--random: need 1 <= n <= 16, 1 <= L <= 8, 0 <= zero_prob < 1; got {args.random!r}"
+                )
+            return random_instance(n, L, seed, exact=True, zero_prob=zero_prob)
         return default_instance()
     except ValueError as exc:
         raise UsageError(str(exc)) from exc

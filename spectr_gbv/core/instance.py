@@ -204,4 +204,7 @@ def random_instance(
     kw = dict(exact=exact, zero_prob=zero_prob, concentration=concentration)
     target = TabularAR.random(n, d, rng, name="target", **kw)
     draft = TabularAR.random(n, d, rng, name="draft", **kw)
-    return Instance(target, draft, L, f"random(n={n}, L={L}, seed={seed})")
+    extra = f", zero_prob={zero_prob:g}" if zero_prob else ""
+    extra += f", concentration={concentration:g}" if concentration != 1.0 else ""
+    extra += ", float64" if not exact else ""
+    return Instance(target, draft, L, f"random(n={n}, L={L}, seed={seed}{extra})")

@@ -19,7 +19,7 @@ sections 4 and 6:
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -87,27 +87,22 @@ def _fmt(v: Scalar | float) -> str:
     return f"{text} ({float(v):.6f})" if len(text) <= 15 else f"~{float(v):.9f}"
 
 
-def _candidates(n_values: Sequence[int], L_values: Sequence[int], zero_prob: float) -> Iterator[Instance]:
-    """Deterministic stream of small exact random instances for witness searches."""
-    seed = 0
-    while seed < WITNESS_SEARCH_LIMIT:
-        for n in n_values:
-            for L in L_values:
-                yield random_instance(n, L, seed, exact=True, zero_prob=zero_prob)
-        seed += 1
-
-
 def _search(
     pred: Callable[[Instance], bool], n_values: Sequence[int], L_values: Sequence[int], zero_prob: float = 0.0
-) -> Instance | None:
-    for inst in _candidates(n_values, L_values, zero_prob):
-        if pred(inst):
-            return inst
+) -> tuple[Instance, str] | None:
+    """First small exact random instance (deterministic order) satisfying ``pred``.
+
+    Returns the instance and the ``--random`` argument that rebuilds it, or None when
+    :data:`WITNESS_SEARCH_LIMIT` seeds found none.
+    """
+    for seed in range(WITNESS_SEARCH_LIMIT):
+        for n in n_values:
+            for L in L_values:
+                inst = random_instance(n, L, seed, exact=True, zero_prob=zero_prob)
+                if pred(inst):
+                    spec = f"{n},{L},{seed}" + (f",{zero_prob:g}" if zero_prob else "")
+                    return inst, spec
     return None
-
-
-def _witness_json(inst: Instance) -> dict[str, Any]:
-    return inst.to_dict()
 
 
 def claim_monotone(instance: Instance, ks: Sequence[int]) -> Claim:
@@ -134,12 +129,13 @@ def claim_convergence(instance: Instance) -> Claim:
     c = Claim("convergence", "B(K) converges to L as K -> infinity.", HOLDS)
     c.evidence.append(f"this instance: lim B(K) = {_fmt(limit)}, L = {L}, q covers supp p: {covers}")
     c.values = {"limit": format_value(limit) if instance.exact else float(limit), "L": L, "covers": covers}
-    witness = (
-        instance
+    found = (
+        (instance, "")
         if limit != L
         else _search(lambda i: bounds.cic_limit(i.target, i.draft, i.L) != i.L, (2, 3), (2,), zero_prob=0.4)
     )
-    if witness is not None:
+    if found is not None:
+        witness, spec = found
         wl = bounds.cic_limit(witness.target, witness.draft, witness.L)
         c.verdict = CONDITIONAL
         c.evidence.append(
@@ -147,7 +143,8 @@ def claim_convergence(instance: Instance) -> Claim:
             "sum_i P_(Y~p)(q(Y^i) > 0), which equals L iff q covers the support of p on V^L"
         )
         if witness is not instance:
-            c.witness = _witness_json(witness)
+            c.evidence.append(f"reproduce: spectr-gbv report --random {spec}")
+            c.witness = witness.to_dict()
     return c
 
 
@@ -229,12 +226,14 @@ def claim_lossless(instance: Instance, rows: list[dict[str, Any]]) -> Claim:
     def lossy_l1(inst: Instance) -> bool:
         return simulate_method(inst, "spectr_gbv_released", 2).validity_defect != 0
 
-    witness = _search(lossy_l1, (2, 3), (1,))
-    if witness is not None:
+    found = _search(lossy_l1, (2, 3), (1,))
+    if found is not None:
+        witness, spec = found
         d = simulate_method(witness, "spectr_gbv_released", 2).validity_defect
         c.verdict = FAILS
         c.evidence.append(f"witness {witness.name} (L = 1, K = 2): validity defect = {_fmt(d)}")
-        c.witness = _witness_json(witness)
+        c.evidence.append(f"reproduce: spectr-gbv report --random {spec} --K 2")
+        c.witness = witness.to_dict()
     c.values = {str(r["K"]): format_value(r["released_defect"]) for r in rows}
     return c
 
@@ -256,15 +255,17 @@ def claim_optimal(instance: Instance, rows: list[dict[str, Any]]) -> Claim:
             p, q, L = inst.target, inst.draft, inst.L
             return optimal_lossless(p, q, 2, L).value > float(bounds.cic_bound(p, q, 2, L)) + LP_TOL
 
-        witness = _search(beats_b, (2,), (2,))
-        if witness is not None:
+        found = _search(beats_b, (2,), (2,))
+        if found is not None:
+            witness, spec = found
             p, q, L = witness.target, witness.draft, witness.L
             c.verdict = FAILS
             c.evidence.append(
                 f"witness {witness.name}: OPT(2) = {optimal_lossless(p, q, 2, L).value:.6f} > "
                 f"B(2) = {_fmt(bounds.cic_bound(p, q, 2, L))}"
             )
-            c.witness = _witness_json(witness)
+            c.evidence.append(f"reproduce: spectr-gbv report --random {spec} --K 2")
+            c.witness = witness.to_dict()
     c.values = {str(r["K"]): {"B": format_value(r["B"]), "opt": r["opt"], "ot": r["ot"]} for r in rows}
     return c
 

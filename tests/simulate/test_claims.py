@@ -42,3 +42,16 @@ def test_verdicts_follow_the_code_under_test(monkeypatch):
     monkeypatch.setattr(claims, "WITNESS_SEARCH_LIMIT", 3)
     ledger = {c.key: c for c in claims.claims_ledger(default_instance(), (1, 2))}
     assert ledger["lossless"].verdict == claims.HOLDS and ledger["lossless"].witness is None
+
+
+def test_witness_reproduce_commands_rebuild_the_witness(capsys):
+    from spectr_gbv.cli.main import main
+
+    ledger = {c.key: c for c in claims.claims_ledger(default_instance(), (1,))}
+    line = next(e for e in ledger["lossless"].evidence if e.startswith("reproduce: "))
+    argv = line.removeprefix("reproduce: spectr-gbv ").split() + ["--horizon", "0", "--json"]
+    assert main(argv) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["n"] == ledger["lossless"].witness["n"] and data["L"] == 1
+    row = next(r for r in data["rows"] if r["method"] == "spectr_gbv_released")
+    assert row["K"] == 2 and row["validity_defect"] != "0"
