@@ -13,26 +13,15 @@ from typing import Any
 
 from spectr_gbv.core.instance import Instance
 from spectr_gbv.core.numbers import json_value
+from spectr_gbv.reference.registry import STABLE_METHOD_NAMES
 from spectr_gbv.simulate.claims import Claim, claims_ledger
 from spectr_gbv.simulate.exact import ExactResult
 from spectr_gbv.simulate.methods import LOSSY_METHODS, method_step, simulate_method
 from spectr_gbv.simulate.multi import MultiIterationResult, multi_iteration
 from spectr_gbv.theory.table import BoundRow, bound_table
 
-#: Methods in the report table, in order (every stable name; ``ar`` is the baseline).
-REPORT_METHODS = (
-    "ar",
-    "sd",
-    "bv",
-    "greedy_bv",
-    "spectr",
-    "rrs",
-    "gbv_multipath",
-    "mdbv",
-    "lp_oracle",
-    "spectr_gbv_released",
-    "independent_bv",
-)
+#: Methods in the report table, in order: every stable name (``ar`` is the baseline).
+REPORT_METHODS = STABLE_METHOD_NAMES
 #: Methods compared over a generation horizon (single-draft stateless vs stateful, plus MDBV).
 MULTI_ITERATION_METHODS = ("sd", "bv", "greedy_bv", "mdbv", "gbv_multipath")
 

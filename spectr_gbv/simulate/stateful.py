@@ -20,7 +20,7 @@ import numpy as np
 from spectr_gbv.core.instance import Instance
 from spectr_gbv.core.numbers import Scalar, scalar_one, sum_exact, zeros_like_kind
 from spectr_gbv.reference.greedy_bv import CarriedLaw, GreedyCoupling, target_with_carry
-from spectr_gbv.simulate.exact import ExactResult, expected_accepted, simulate_exact
+from spectr_gbv.simulate.exact import FLOAT_DEFECT_TOL, ExactResult, expected_accepted, simulate_exact
 from spectr_gbv.simulate.multi import StepFn, StepLaw
 
 StatefulLaw = dict[tuple[tuple[int, ...], CarriedLaw | None], Scalar]
@@ -118,7 +118,7 @@ def simulate_greedy_exact(instance: Instance, num_drafts: int = 1) -> ExactResul
         emitted[o] = emitted.get(o, prob * 0) + prob
     defect = stateful_validity_defect(instance, law)
     uncorrected = stateful_validity_defect(instance, law, corrected=False)
-    tol = None if instance.exact else 1e-9
+    tol = None if instance.exact else FLOAT_DEFECT_TOL
     return ExactResult(
         method="greedy_bv",
         K=num_drafts,
@@ -127,7 +127,7 @@ def simulate_greedy_exact(instance: Instance, num_drafts: int = 1) -> ExactResul
         exact=instance.exact,
         expected_accepted=expected_accepted(emitted),
         validity_defect=defect,
-        lossless=defect == 0 if instance.exact else float(defect) <= 1e-9,
+        lossless=defect == 0 if instance.exact else float(defect) <= FLOAT_DEFECT_TOL,
         tolerance=tol,
         output_law=emitted,
         num_draft_tuples=int(np.count_nonzero(np.asarray(instance.draft.joint(instance.L)) > 0)),
