@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 
-from spectr_gbv.core.instance import Instance, default_instance
+from spectr_gbv.core.instance import default_instance
 from spectr_gbv.core.tabular import TabularAR
 from spectr_gbv.reference.greedy_bv import GreedyCoupling, sample_outcome
 from spectr_gbv.simulate.multi import multi_iteration
@@ -19,11 +19,10 @@ from spectr_gbv.simulate.stateful import (
     stateless_step,
 )
 from spectr_gbv.theory.bounds import bv_expected_accepted, greedy_expected_accepted
+from tests.simulate.sim_helpers import paper_instance
 from tests.strategies import instances
 
-PAPER = Instance(
-    TabularAR.context_free(["1/3", "2/3"], 2), TabularAR.context_free(["2/3", "1/3"], 2), 2, "paper"
-)
+PAPER = paper_instance()
 
 
 def first_two_token_law(law, p, corrected):
