@@ -3,21 +3,12 @@
 from __future__ import annotations
 
 import argparse
-from fractions import Fraction
 
 from spectr_gbv.cli.common import UsageError, parse_ks, print_json, render_table, resolve_instance
-from spectr_gbv.core.numbers import Scalar, format_value, json_value
+from spectr_gbv.core.numbers import display_value, json_value
 from spectr_gbv.theory.bounds import cic_limit
 from spectr_gbv.theory.lp import LPTooLargeError
 from spectr_gbv.theory.table import bound_table
-
-
-def _cell(v: Scalar | float | None) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, Fraction):
-        return f"{format_value(v)} ({float(v):.6f})"
-    return format_value(v)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -41,25 +32,25 @@ def run(args: argparse.Namespace) -> int:
             }
         )
         return 0
-    kind = "exact fractions (decimal)" if inst.exact else "float64"
+    kind = "exact" if inst.exact else "float64"
     print(f"Instance: {inst.name}  (n={inst.n}, L={inst.L}, {kind})")
     print("Expected accepted tokens E[tau] per iteration (add 1 for block efficiency).")
     headers = ["K", "B (CIC)", "B_BV", "SD", "BV", "prefix relax.", "OPT (LP)", "OT (LP)"]
     table = [
         [
             str(r.K),
-            _cell(r.cic_bound),
-            _cell(r.cic_bound_lossless),
-            _cell(r.sd),
-            _cell(r.bv),
-            _cell(r.prefix_relaxation),
-            _cell(r.opt),
-            _cell(r.ot),
+            display_value(r.cic_bound),
+            display_value(r.cic_bound_lossless),
+            display_value(r.sd),
+            display_value(r.bv),
+            display_value(r.prefix_relaxation),
+            display_value(r.opt),
+            display_value(r.ot),
         ]
         for r in rows
     ]
     print(render_table(headers, table))
-    print(f"K -> infinity limit of B, B_BV, PR: {_cell(limit)}  (L = {inst.L})")
+    print(f"K -> infinity limit of B, B_BV, PR: {display_value(limit)}  (L = {inst.L})")
     return 0
 
 

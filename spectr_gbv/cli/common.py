@@ -20,7 +20,7 @@ def add_instance_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--instance",
         metavar="PATH",
-        help="instance JSON file (default: the embedded THEORY.md section 7 instance)",
+        help="instance JSON file (default: the embedded public test vector, docs/theory.md)",
     )
     group.add_argument(
         "--random",
@@ -51,9 +51,7 @@ def resolve_instance(args: argparse.Namespace) -> Instance:
             except ValueError as exc:
                 raise UsageError(usage) from exc
             if n < 1 or n > 16 or L < 1 or L > 8 or not 0 <= zero_prob < 1:
-                raise UsageError(
-                    f"--random: need 1 <= n <= 16, 1 <= L <= 8, 0 <= zero_prob < 1; got {args.random!r}"
-                )
+                raise UsageError(f"--random: need 1 <= n <= 16, 1 <= L <= 8, 0 <= zero_prob < 1; got {args.random!r}")
             return random_instance(n, L, seed, exact=True, zero_prob=zero_prob)
         return default_instance()
     except ValueError as exc:
@@ -77,6 +75,8 @@ def parse_ks(text: str, *, max_k: int = 64) -> list[int]:
                 out.extend(range(lo, hi + 1))
             elif part:
                 out.append(int(part))
+            else:
+                raise ValueError("empty element")
     except ValueError as exc:
         raise UsageError(f"--K expects comma-separated ints (e.g. 1,2,3 or 1-4), got {text!r}") from exc
     if not out or any(not 1 <= k <= max_k for k in out):

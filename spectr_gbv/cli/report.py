@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import time
-from fractions import Fraction
 
 from spectr_gbv.cli.common import (
     UsageError,
@@ -14,28 +13,8 @@ from spectr_gbv.cli.common import (
     render_table,
     resolve_instance,
 )
-from spectr_gbv.core.numbers import Scalar, format_value
+from spectr_gbv.core.numbers import display_value
 from spectr_gbv.simulate.report import Report, build_report, is_lossy_method
-
-
-def fmt(v: Scalar | float | None) -> str:
-    """Short exact fraction with decimal, long fractions and floats as decimals."""
-    if v is None:
-        return "-"
-    if isinstance(v, Fraction):
-        text = format_value(v)
-        if "/" not in text:
-            return text
-        return f"{text} = {float(v):.6f}" if len(text) <= 13 else f"{float(v):.6f}"
-    return f"{float(v):.6f}"
-
-
-def fmt_defect(v: Scalar | float) -> str:
-    """Validity defect: exact 0, a short fraction, or a decimal."""
-    if isinstance(v, Fraction):
-        text = format_value(v)
-        return text if len(text) <= 13 else f"{float(v):.3e}"
-    return f"{float(v):.3e}"
 
 
 def render(rep: Report) -> str:
@@ -43,8 +22,7 @@ def render(rep: Report) -> str:
     inst = rep.instance
     out = [f"Instance: {inst.name}  (n={inst.n}, L={inst.L}, {'exact' if inst.exact else 'float64'})", ""]
     out.append(
-        "One iteration, exact: expected accepted tokens E[tau] and validity defect "
-        "(0 = lossless; * = lossy on purpose)"
+        "One iteration, exact: expected accepted tokens E[tau] and validity defect (0 = lossless; * = lossy on purpose)"
     )
     headers = ["method"]
     for k in rep.ks:
@@ -55,7 +33,7 @@ def render(rep: Report) -> str:
         row = [m + (" *" if is_lossy_method(m) else "")]
         for k in rep.ks:
             r = rep.results[(m, k)]
-            row += [fmt(r.expected_accepted), fmt_defect(r.validity_defect)]
+            row += [display_value(r.expected_accepted), display_value(r.validity_defect)]
         rows.append(row)
     for label, attr in (
         ("B (CIC bound)", "cic_bound"),
@@ -65,7 +43,7 @@ def render(rep: Report) -> str:
     ):
         row = [label]
         for b in rep.bounds:
-            row += [fmt(getattr(b, attr)), ""]
+            row += [display_value(getattr(b, attr)), ""]
         rows.append(row)
     out.append(render_table(headers, rows))
     out.append(
@@ -79,15 +57,15 @@ def render(rep: Report) -> str:
     if rep.multi:
         out += [
             "",
-            f"Multi-iteration, exact: generating N = {rep.horizon} tokens "
-            "(Markov reading of the tables beyond their depth)",
+            f"Multi-iteration, exact: generating N = {rep.horizon} tokens (Markov reading of the tables beyond "
+            "their depth; single-draft methods at K = 1, multi-draft ones at the largest K)",
         ]
         headers = ["method", "K", "E[target calls]", "BE = N/E[calls]"] + [
             f"E[tokens] m={m}" for m in range(1, min(rep.horizon, 4) + 1)
         ]
         rows = [
-            [m.method, str(m.K), fmt(m.expected_calls), fmt(m.block_efficiency)]
-            + [fmt(t) for t in m.expected_tokens[:4]]
+            [m.method, str(m.K), display_value(m.expected_calls), display_value(m.block_efficiency)]
+            + [display_value(t) for t in m.expected_tokens[:4]]
             for m in rep.multi
         ]
         out.append(render_table(headers, rows))

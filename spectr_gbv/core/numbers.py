@@ -150,3 +150,29 @@ def json_value(value: Scalar | float) -> str | float:
     if isinstance(value, Fraction):
         return format_value(value)
     return float(value)
+
+
+def _decimal(x: float) -> str:
+    return f"{x:.6f}" if x == 0 or abs(x) >= 1e-3 else f"{x:.3e}"
+
+
+def display_value(value: Scalar | float | None, *, max_fraction_len: int = 13) -> str:
+    """How every command prints a value: one format everywhere.
+
+    * ``None`` -> ``"-"``;
+    * an integral Fraction -> ``"2"``;
+    * a short Fraction -> ``"61/36 = 1.694444"``;
+    * a Fraction too long to read -> ``"~1.568056"`` (``~`` marks an exact rational shown rounded;
+      ``--json`` prints it exactly);
+    * a float (LP optimum, float64 instance) -> ``"1.972222"`` (``"4.531e-05"`` below 1e-3).
+    """
+    if value is None:
+        return "-"
+    if isinstance(value, Fraction):
+        text = format_value(value)
+        if "/" not in text:
+            return text
+        if len(text) <= max_fraction_len:
+            return f"{text} = {_decimal(float(value))}"
+        return "~" + _decimal(float(value))
+    return _decimal(float(value))

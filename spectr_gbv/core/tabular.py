@@ -137,9 +137,15 @@ class TabularAR:
             level = np.empty(shape, dtype=object if self.exact else np.float64)
             for prefix in itertools.product(range(self.n), repeat=t):
                 if prefix not in parsed:
+                    deepest = max(parsed, key=len)
+                    why = (
+                        f"the longest prefix given, {prefix_key(deepest)!r}, has length {self.depth}"
+                        if depth is None
+                        else f"depth={self.depth}"
+                    )
                     raise ValueError(
-                        f"{name}: missing law for prefix {prefix} (need every prefix of length "
-                        f"0..{self.depth})"
+                        f"{name}: missing law for prefix {prefix} ({why}, so every prefix of length "
+                        f"0..{self.depth} is needed)"
                     )
                 row = parsed[prefix]
                 self._check_row(row, f"{name} prefix {prefix}", atol)

@@ -163,9 +163,7 @@ def validate_inputs(drafts: Any, draft_probs: Any, target_probs: Any) -> VerifyI
         whose rows at that prefix differ (the rows are functions of the prefix).
     """
     d = np.asarray(drafts)
-    if d.dtype == object and all(
-        isinstance(v, int | np.integer) and not isinstance(v, bool) for v in d.reshape(-1)
-    ):
+    if d.dtype == object and all(isinstance(v, int | np.integer) and not isinstance(v, bool) for v in d.reshape(-1)):
         d = d.astype(np.int64)
     if d.dtype.kind not in "iu":
         raise ValueError(f"drafts: expected integer token ids, got dtype {d.dtype}")
@@ -247,9 +245,7 @@ def iteration_inputs(instance: Instance, drafts: Any) -> tuple[np.ndarray, np.nd
     """
     d = np.asarray(drafts)
     if d.dtype.kind not in "iu" or d.ndim != 2 or d.shape[0] < 1 or d.shape[1] != instance.L:
-        raise ValueError(
-            f"drafts: expected an integer array of shape [K, L={instance.L}], got {d.dtype} {d.shape}"
-        )
+        raise ValueError(f"drafts: expected an integer array of shape [K, L={instance.L}], got {d.dtype} {d.shape}")
     d = d.astype(np.int64)
     K, L = d.shape
     dtype = object if instance.exact else np.float64
@@ -387,9 +383,7 @@ class Verifier(ABC):
         self._record(diag)
         return law
 
-    def sample(
-        self, drafts: Any, draft_probs: Any, target_probs: Any, rng: np.random.Generator
-    ) -> tuple[int, ...]:
+    def sample(self, drafts: Any, draft_probs: Any, target_probs: Any, rng: np.random.Generator) -> tuple[int, ...]:
         """Run the verifier once with randomness from ``rng``.
 
         Parameters

@@ -37,9 +37,7 @@ class BlockVerifier(Verifier):
 
     def prepare(self, batch: VerifyInput) -> BlockWeights:
         """Weights ``w_i``, ``h_i`` of the first draft."""
-        return block_weights(
-            batch.draft(0), batch.target_probs[0, : batch.L], batch.draft_probs[0], batch.exact
-        )
+        return block_weights(batch.draft(0), batch.target_probs[0, : batch.L], batch.draft_probs[0], batch.exact)
 
     def run(self, batch: VerifyInput, prep: BlockWeights, chooser: Chooser) -> Emission:
         """Draw tau, then the residual or bonus token."""

@@ -101,9 +101,7 @@ def block_residual(
 ) -> np.ndarray:
     r"""Normalised residual :math:`\propto \max\{w_\tau p(.|x^\tau) - q(.|x^\tau), 0\}`, tau < m."""
     weights_tau = np.maximum(weights.w[tau] * target_rows[tau] - draft_rows[tau], 0)
-    weights_tau = residual_or_fallback(
-        weights_tau, target_rows[tau], exact, chooser.diagnostics, ("bv_residual", tau)
-    )
+    weights_tau = residual_or_fallback(weights_tau, target_rows[tau], exact, chooser.diagnostics, ("bv_residual", tau))
     return normalize(weights_tau, exact)
 
 

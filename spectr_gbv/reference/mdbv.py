@@ -52,8 +52,6 @@ class MultiDraftBlockVerifier(Verifier):
                 continue
             target_rows = [law] + [batch.target_probs[k, t] for t in range(start + 1, L)]
             draft_rows = [batch.draft_probs[k, t] for t in range(start, L)]
-            tau, law = block_verify(
-                chooser, x[start:], target_rows, draft_rows, batch.target_probs[k, L], batch.exact
-            )
+            tau, law = block_verify(chooser, x[start:], target_rows, draft_rows, batch.target_probs[k, L], batch.exact)
             prefix = x[: start + tau]
         return Emission(prefix, law)

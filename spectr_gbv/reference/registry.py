@@ -81,6 +81,17 @@ def register(cls: type[Verifier], *, replace: bool = False) -> type[Verifier]:
     return cls
 
 
+def check_method(name: str) -> str:
+    """Return ``name`` if it is one of :data:`STABLE_METHOD_NAMES`, else ValueError listing them.
+
+    Unlike :func:`get_verifier` this accepts ``greedy_bv`` and ``lp_oracle`` (they need an
+    instance; see :func:`spectr_gbv.simulate.methods.simulate_method`).
+    """
+    if name not in STABLE_METHOD_NAMES:
+        raise ValueError(f"unknown method {name!r}; valid: {', '.join(STABLE_METHOD_NAMES)}")
+    return name
+
+
 def available_methods() -> tuple[str, ...]:
     """The registered names (the current value of ``METHODS``)."""
     return METHODS

@@ -11,9 +11,7 @@ from spectr_gbv.reference.base import Verifier, VerifyInput, normalize
 from spectr_gbv.reference.choosers import Chooser, Emission
 
 
-def rrs_node(
-    p: np.ndarray, q: np.ndarray, tokens: list[int], exact: bool
-) -> tuple[list[Any], list[np.ndarray]]:
+def rrs_node(p: np.ndarray, q: np.ndarray, tokens: list[int], exact: bool) -> tuple[list[Any], list[np.ndarray]]:
     r"""Acceptance probabilities and residual laws of recursive rejection sampling at a node.
 
     Trial i accepts ``tokens[i]`` with probability :math:`\min\{1, R_i(x)/q(x)\}`, where

@@ -46,8 +46,6 @@ class SpeculativeDecodingVerifier(Verifier):
             accept = min(one, p_rows[t, x[t]] / q_rows[t, x[t]])
             if not chooser.bernoulli(accept):
                 weights = np.maximum(p_rows[t] - q_rows[t], 0)
-                weights = residual_or_fallback(
-                    weights, p_rows[t], batch.exact, chooser.diagnostics, ("sd_residual", t)
-                )
+                weights = residual_or_fallback(weights, p_rows[t], batch.exact, chooser.diagnostics, ("sd_residual", t))
                 return Emission(x[:t], weights)
         return Emission(x, p_rows[batch.L])

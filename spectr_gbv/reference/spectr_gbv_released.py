@@ -40,9 +40,7 @@ def _ratio_or_limit(num: Scalar, den: Scalar, exact: bool) -> Scalar | float:
     return num / den
 
 
-def released_weights(
-    P: Scalar, Q: Scalar, p_row: np.ndarray, q_row: np.ndarray, K: int, exact: bool
-) -> Scalar | float:
+def released_weights(P: Scalar, Q: Scalar, p_row: np.ndarray, q_row: np.ndarray, K: int, exact: bool) -> Scalar | float:
     r"""Raw acceptance weight of a proper sub-block (THEORY.md 6a), before clamping.
 
     .. math::
@@ -135,9 +133,7 @@ class ReleasedSpecTrGBVVerifier(Verifier):
                 Q.append(Q[-1] * batch.draft_probs[j, t, x[t]])
             hs: list[Scalar | float] = [one * 0]
             for i in range(1, L):
-                hs.append(
-                    released_weights(P[i], Q[i], batch.target_probs[j, i], batch.draft_probs[j, i], K, exact)
-                )
+                hs.append(released_weights(P[i], Q[i], batch.target_probs[j, i], batch.draft_probs[j, i], K, exact))
             hs.append(released_whole_weight(P[L], Q[L], K, exact))
             joint_p.append(P)
             joint_q.append(Q)

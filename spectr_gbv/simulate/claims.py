@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spectr_gbv.core.instance import Instance, random_instance
-from spectr_gbv.core.numbers import Scalar, format_value
+from spectr_gbv.core.numbers import display_value, json_value
 from spectr_gbv.simulate.methods import simulate_method
 from spectr_gbv.theory import bounds, properties
 from spectr_gbv.theory.lp import optimal_coupling, optimal_lossless
@@ -77,16 +77,6 @@ class Claim:
         }
 
 
-def _fmt(v: Scalar | float) -> str:
-    """Exact fraction with its decimal; long fractions as a decimal (exact in --json)."""
-    if isinstance(v, float):
-        return f"{v:.6f}"
-    text = format_value(v)
-    if "/" not in text:
-        return text
-    return f"{text} ({float(v):.6f})" if len(text) <= 15 else f"~{float(v):.9f}"
-
-
 def _search(
     pred: Callable[[Instance], bool], n_values: Sequence[int], L_values: Sequence[int], zero_prob: float = 0.0
 ) -> tuple[Instance, str] | None:
@@ -114,7 +104,7 @@ def claim_monotone(instance: Instance, ks: Sequence[int]) -> Claim:
     ok = proof.holds and rep.holds
     c = Claim("monotone_bound", "The CIC bound B(K) is non-decreasing in K.", HOLDS if ok else FAILS)
     c.evidence.append(f"sympy: {proof.statement} (residual {proof.residual})")
-    c.evidence.append("B(K) for K = " + ", ".join(f"{k}: {_fmt(b)}" for k, b in zip(ks, seq, strict=True)))
+    c.evidence.append("B(K) for K = " + ", ".join(f"{k}: {display_value(b)}" for k, b in zip(ks, seq, strict=True)))
     if not rep.holds:
         c.evidence.append(f"counterexample: {rep.counterexample}")
     c.values = {"symbolic_proof": proof.holds, "instance_check": rep.holds}
@@ -127,8 +117,8 @@ def claim_convergence(instance: Instance) -> Claim:
     limit = bounds.cic_limit(p, q, L)
     covers = bounds.draft_covers_target(p, q, L)
     c = Claim("convergence", "B(K) converges to L as K -> infinity.", HOLDS)
-    c.evidence.append(f"this instance: lim B(K) = {_fmt(limit)}, L = {L}, q covers supp p: {covers}")
-    c.values = {"limit": format_value(limit) if instance.exact else float(limit), "L": L, "covers": covers}
+    c.evidence.append(f"this instance: lim B(K) = {display_value(limit)}, L = {L}, q covers supp p: {covers}")
+    c.values = {"limit": json_value(limit), "L": L, "covers": covers}
     found = (
         (instance, "")
         if limit != L
@@ -139,7 +129,7 @@ def claim_convergence(instance: Instance) -> Claim:
         wl = bounds.cic_limit(witness.target, witness.draft, witness.L)
         c.verdict = CONDITIONAL
         c.evidence.append(
-            f"witness {witness.name}: lim B(K) = {_fmt(wl)} < L = {witness.L}: the limit is "
+            f"witness {witness.name}: lim B(K) = {display_value(wl)} < L = {witness.L}: the limit is "
             "sum_i P_(Y~p)(q(Y^i) > 0), which equals L iff q covers the support of p on V^L"
         )
         if witness is not instance:
@@ -161,17 +151,17 @@ def claim_k1(instance: Instance) -> Claim:
         HOLDS if proof.holds and rep.holds else FAILS,
     )
     c.evidence.append(f"sympy: {proof.statement} (residual {proof.residual})")
-    c.evidence.append(f"B(1) = greedy value = {_fmt(b1)}; OT(1) = {optimal_coupling(p, q, 1, L).value:.6f}")
+    c.evidence.append(f"B(1) = greedy value = {display_value(b1)}; OT(1) = {optimal_coupling(p, q, 1, L).value:.6f}")
     c.evidence.append(
-        f"greedy BV with carried correction reaches E[tau] = {_fmt(greedy.expected_accepted)} "
-        f"(stateful defect {_fmt(greedy.validity_defect)}; without the correction "
-        f"{_fmt(greedy.diagnostics['uncorrected_defect'])})"
+        f"greedy BV with carried correction reaches E[tau] = {display_value(greedy.expected_accepted)} "
+        f"(stateful defect {display_value(greedy.validity_defect)}; without the correction "
+        f"{display_value(greedy.diagnostics['uncorrected_defect'])})"
     )
     if b1 > bv:
         c.evidence.append(
-            f"but BV = OPT(1) = {_fmt(bv)} < B(1): no stateless lossless single-draft verifier reaches B(1)"
+            f"but BV = OPT(1) = {display_value(bv)} < B(1): no stateless lossless single-draft verifier reaches B(1)"
         )
-    c.values = {"B1": format_value(b1), "BV": format_value(bv), "checks": rep.holds}
+    c.values = {"B1": json_value(b1), "BV": json_value(bv), "checks": rep.holds}
     return c
 
 
@@ -201,17 +191,15 @@ def claim_attains(instance: Instance, rows: list[dict[str, Any]]) -> Claim:
     for r in rows:
         reach = r["released"] == r["B"]
         c.evidence.append(
-            f"K={r['K']}: B = {_fmt(r['B'])}; released rule E[tau] = {_fmt(r['released'])}"
-            f" ({'=' if reach else '!='} B); lossless reading MDBV = {_fmt(r['mdbv'])}; "
+            f"K={r['K']}: B = {display_value(r['B'])}; released rule E[tau] = {display_value(r['released'])}"
+            f" ({'=' if reach else '!='} B); lossless reading MDBV = {display_value(r['mdbv'])}; "
             f"OPT = {r['opt']:.6f}"
         )
         if not reach:
             c.verdict = FAILS
         if r["opt"] < float(r["B"]) - LP_TOL:
             c.evidence.append(f"  K={r['K']}: OPT < B, so no stateless lossless verifier can attain B")
-    c.values = {
-        str(r["K"]): {"B": format_value(r["B"]), "released": format_value(r["released"])} for r in rows
-    }
+    c.values = {str(r["K"]): {"B": json_value(r["B"]), "released": json_value(r["released"])} for r in rows}
     return c
 
 
@@ -219,7 +207,7 @@ def claim_lossless(instance: Instance, rows: list[dict[str, Any]]) -> Claim:
     """``lossless``: released rule's exact validity defect, plus an L = 1, K = 2 witness."""
     c = Claim("lossless", "The SpecTr-GBV verifier is lossless (its output follows the target law).", HOLDS)
     for r in rows:
-        c.evidence.append(f"K={r['K']}: released rule validity defect = {_fmt(r['released_defect'])}")
+        c.evidence.append(f"K={r['K']}: released rule validity defect = {display_value(r['released_defect'])}")
         if r["released_defect"] != 0:
             c.verdict = FAILS
 
@@ -231,10 +219,10 @@ def claim_lossless(instance: Instance, rows: list[dict[str, Any]]) -> Claim:
         witness, spec = found
         d = simulate_method(witness, "spectr_gbv_released", 2).validity_defect
         c.verdict = FAILS
-        c.evidence.append(f"witness {witness.name} (L = 1, K = 2): validity defect = {_fmt(d)}")
+        c.evidence.append(f"witness {witness.name} (L = 1, K = 2): validity defect = {display_value(d)}")
         c.evidence.append(f"reproduce: spectr-gbv report --random {spec} --K 2")
         c.witness = witness.to_dict()
-    c.values = {str(r["K"]): format_value(r["released_defect"]) for r in rows}
+    c.values = {str(r["K"]): json_value(r["released_defect"]) for r in rows}
     return c
 
 
@@ -244,7 +232,7 @@ def claim_optimal(instance: Instance, rows: list[dict[str, Any]]) -> Claim:
     for r in rows:
         beats = r["opt"] > float(r["B"]) + LP_TOL
         c.evidence.append(
-            f"K={r['K']}: B = {_fmt(r['B'])}; OPT (best stateless lossless) = {r['opt']:.6f}; "
+            f"K={r['K']}: B = {display_value(r['B'])}; OPT (best stateless lossless) = {r['opt']:.6f}; "
             f"OT (best coupling) = {r['ot']:.6f}" + ("  -> a lossless verifier beats B" if beats else "")
         )
         if beats or r["ot"] > float(r["B"]) + LP_TOL:
@@ -262,11 +250,11 @@ def claim_optimal(instance: Instance, rows: list[dict[str, Any]]) -> Claim:
             c.verdict = FAILS
             c.evidence.append(
                 f"witness {witness.name}: OPT(2) = {optimal_lossless(p, q, 2, L).value:.6f} > "
-                f"B(2) = {_fmt(bounds.cic_bound(p, q, 2, L))}"
+                f"B(2) = {display_value(bounds.cic_bound(p, q, 2, L))}"
             )
             c.evidence.append(f"reproduce: spectr-gbv report --random {spec} --K 2")
             c.witness = witness.to_dict()
-    c.values = {str(r["K"]): {"B": format_value(r["B"]), "opt": r["opt"], "ot": r["ot"]} for r in rows}
+    c.values = {str(r["K"]): {"B": json_value(r["B"]), "opt": r["opt"], "ot": r["ot"]} for r in rows}
     return c
 
 

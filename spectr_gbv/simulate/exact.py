@@ -209,9 +209,7 @@ def validity_defect(target: TabularAR, law: Mapping[tuple[int, ...], Scalar], L:
         if not 1 <= len(o) <= L + 1 or any(not 0 <= t < n for t in o):
             raise ValueError(f"validity_defect: output {o} is not 1..{L + 1} tokens of 0..{n - 1}")
         by_len[len(o)][o] += prob if exact else float(prob)
-    levels = [
-        target.level(t) if exact else np.asarray(target.level(t), dtype=np.float64) for t in range(L + 1)
-    ]
+    levels = [target.level(t) if exact else np.asarray(target.level(t), dtype=np.float64) for t in range(L + 1)]
     left = by_len[1]
     for m in range(1, L + 1):
         left = left[..., None] * levels[m] + by_len[m + 1]
@@ -290,8 +288,7 @@ def simulate_exact(
     if count > max_tuples:
         kind = "draft multisets" if multisets else "ordered draft tuples"
         raise EnumerationTooLargeError(
-            f"n={n}, L={L}, K={K}: {count} {kind} over {m} drafts of positive probability "
-            f"exceed the limit {max_tuples}"
+            f"n={n}, L={L}, K={K}: {count} {kind} over {m} drafts of positive probability exceed the limit {max_tuples}"
         )
     idx, mult = _tuples(m, K, multisets)
     weights = table.probs[idx]

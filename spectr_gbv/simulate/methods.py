@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 from spectr_gbv.core.instance import Instance
-from spectr_gbv.reference.registry import STABLE_METHOD_NAMES, get_verifier
+from spectr_gbv.reference.registry import check_method, get_verifier
 from spectr_gbv.simulate.exact import ExactResult, simulate_exact
 from spectr_gbv.simulate.multi import StepFn
 from spectr_gbv.simulate.stateful import greedy_step, simulate_greedy_exact, stateless_step
@@ -24,13 +24,6 @@ from spectr_gbv.simulate.stateful import greedy_step, simulate_greedy_exact, sta
 LOSSY_METHODS = ("spectr_gbv_released", "independent_bv")
 #: Methods that carry state between iterations.
 STATEFUL_METHODS = ("greedy_bv",)
-
-
-def check_method(name: str) -> str:
-    """Return ``name`` if it is a stable method name, else raise ValueError listing them."""
-    if name not in STABLE_METHOD_NAMES:
-        raise ValueError(f"unknown method {name!r}; valid: {', '.join(STABLE_METHOD_NAMES)}")
-    return name
 
 
 def simulate_method(instance: Instance, method: str, num_drafts: int) -> ExactResult:

@@ -20,14 +20,19 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy import stats
 
 from spectr_gbv.core.instance import Instance
+from spectr_gbv.core.tabular import TabularAR
 from spectr_gbv.reference.base import Verifier, VerifyInput
-from spectr_gbv.reference.registry import get_verifier
+from spectr_gbv.reference.greedy_bv import GreedyCoupling, sample_outcome
+from spectr_gbv.reference.lp_oracle import LPOracleVerifier
+from spectr_gbv.reference.registry import check_method, get_verifier
 
 #: Largest number of cells of the tested law V^m (m is reduced until n^m fits).
 MAX_TEST_CELLS = 4096
@@ -59,6 +64,9 @@ class MonteCarloResult:
         ``p_value < alpha``.
     power_tv : float
         Guaranteed power to detect a total-variation error of :data:`POWER_TV` at ``alpha``.
+    iterations_for_power : int
+        Iterations that would give power 0.99 against that error (same df and alpha). A test
+        that does not reject is inconclusive when ``power_tv`` is low.
     """
 
     method: str
@@ -76,6 +84,7 @@ class MonteCarloResult:
     alpha: float
     lossless_rejected: bool
     power_tv: float
+    iterations_for_power: int
 
 
 def g_test_power(num_samples: int, df: int, alpha: float, tv: float = POWER_TV) -> float:
@@ -103,6 +112,17 @@ def g_test_power(num_samples: int, df: int, alpha: float, tv: float = POWER_TV) 
     return float(stats.ncx2.sf(crit, df, 4 * num_samples * tv**2))
 
 
+def iterations_for_power(df: int, alpha: float, tv: float = POWER_TV, power: float = 0.99) -> int:
+    """Smallest N whose :func:`g_test_power` reaches ``power`` (bisection on N)."""
+    lo, hi = 1, 2
+    while g_test_power(hi, df, alpha, tv) < power:
+        lo, hi = hi, hi * 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if g_test_power(mid, df, alpha, tv) < power else (lo, mid)
+    return hi
+
+
 def _sample_token(row: np.ndarray, rng: np.random.Generator) -> int:
     cdf = np.cumsum(np.asarray(row, dtype=np.float64))
     return int(min(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"), len(cdf) - 1))
@@ -113,6 +133,49 @@ def _tested_length(n: int, L: int) -> int:
     while m > 1 and n**m > MAX_TEST_CELLS:
         m -= 1
     return m
+
+
+Sampler = Callable[[np.random.Generator], tuple[tuple[int, ...], dict[tuple[int, ...], Any] | None]]
+
+
+def _sample_drafts(q: TabularAR, K: int, L: int, rng: np.random.Generator) -> np.ndarray:
+    drafts = np.empty((K, L), dtype=np.int64)
+    for k in range(K):
+        for t in range(L):
+            drafts[k, t] = _sample_token(q.cond(drafts[k, :t], extend=True), rng)
+    return drafts
+
+
+def _iteration_sampler(inst: Instance, method: str | Verifier, K: int) -> Sampler:
+    """``sample(rng) -> (emitted tokens, carried rows or None)`` for one iteration of ``method``."""
+    p, q, L = inst.target, inst.draft, inst.L
+    if method == "greedy_bv":
+        coupling = GreedyCoupling(p, q, L)
+        laws: dict[tuple[int, ...], Any] = {}
+
+        def greedy(rng: np.random.Generator) -> tuple[tuple[int, ...], dict[tuple[int, ...], Any] | None]:
+            x = tuple(int(t) for t in _sample_drafts(q, 1, L, rng)[0])
+            if x not in laws:
+                laws[x] = coupling.outcome_law(x)
+            emitted, carried = sample_outcome(laws[x], rng)
+            return emitted, carried.as_dict() if carried is not None else None
+
+        return greedy
+    if method == "lp_oracle":
+        verifier: Verifier = LPOracleVerifier(inst, K)
+    elif isinstance(method, str):
+        check_method(method)
+        verifier = get_verifier(method)
+    else:
+        verifier = method
+
+    def stateless(rng: np.random.Generator) -> tuple[tuple[int, ...], dict[tuple[int, ...], Any] | None]:
+        drafts = _sample_drafts(q, K, L, rng)
+        draft_rows = np.array([[q.cond(drafts[k, :t], extend=True) for t in range(L)] for k in range(K)])
+        target_rows = np.array([[p.cond(drafts[k, :t], extend=True) for t in range(L + 1)] for k in range(K)])
+        return verifier.sample_checked(VerifyInput(drafts, draft_rows, target_rows, False), rng), None
+
+    return stateless
 
 
 def monte_carlo(
@@ -132,8 +195,9 @@ def monte_carlo(
     instance : Instance
         Any size (float64 arithmetic is used for sampling; exact instances are converted).
     method : str or Verifier
-        A row-based method name (not ``greedy_bv``/``lp_oracle``, which need whole tables) or
-        a :class:`~spectr_gbv.reference.Verifier` instance.
+        Any stable method name (``greedy_bv`` samples its coupling and completes with the
+        carried law; ``lp_oracle`` first solves the OPT(K) LP, which must fit) or a
+        :class:`~spectr_gbv.reference.Verifier` instance.
     num_drafts : int
         K >= 1.
     num_iterations : int
@@ -159,29 +223,25 @@ def monte_carlo(
     THEORY.md section 2 (validity); McDonald, Handbook of Biological Statistics (G-test);
     power via the non-central chi-square approximation (Cohen 1988, chapter 7).
     """
-    verifier = get_verifier(method) if isinstance(method, str) else method
     if not isinstance(num_drafts, int) or num_drafts < 1:
         raise ValueError(f"num_drafts (K) must be an int >= 1, got {num_drafts!r}")
     if not isinstance(num_iterations, int) or num_iterations < 100:
         raise ValueError(f"num_iterations must be an int >= 100, got {num_iterations!r}")
     inst = instance.to_float()
-    p, q, L, n, K = inst.target, inst.draft, inst.L, inst.n, num_drafts
+    p, L, n, K = inst.target, inst.L, inst.n, num_drafts
+    one_iteration = _iteration_sampler(inst, method, K)
     rng = np.random.default_rng(seed)
     m = _tested_length(n, L)
     taus = np.empty(num_iterations, dtype=np.int64)
     counts = np.zeros(n**m, dtype=np.int64)
     for it in range(num_iterations):
-        drafts = np.empty((K, L), dtype=np.int64)
-        for k in range(K):
-            for t in range(L):
-                drafts[k, t] = _sample_token(q.cond(drafts[k, :t], extend=True), rng)
-        draft_rows = np.array([[q.cond(drafts[k, :t], extend=True) for t in range(L)] for k in range(K)])
-        target_rows = np.array([[p.cond(drafts[k, :t], extend=True) for t in range(L + 1)] for k in range(K)])
-        out = verifier.sample_checked(VerifyInput(drafts, draft_rows, target_rows, False), rng)
+        out, carried = one_iteration(rng)
         taus[it] = len(out) - 1
         seq = list(out)
-        while len(seq) < m:
-            seq.append(_sample_token(p.cond(seq, extend=True), rng))
+        while len(seq) < m:  # complete: the carried law first (stateful), then fresh p
+            rest = tuple(seq[len(out) :])
+            row = carried[rest] if carried is not None and rest in carried else p.cond(seq, extend=True)
+            seq.append(_sample_token(row, rng))
         counts[int(np.ravel_multi_index(tuple(seq[:m]), (n,) * m))] += 1
     expected = np.array([float(p.prob(y, extend=True)) for y in itertools.product(range(n), repeat=m)])
     expected *= num_iterations
@@ -195,11 +255,9 @@ def monte_carlo(
         g, pval = stats.power_divergence(obs[keep], exp[keep], lambda_="log-likelihood")
     df = max(int(keep.sum()) - 1, 1)
     mean = float(taus.mean())
-    half = float(
-        stats.t.isf((1 - confidence) / 2, num_iterations - 1) * taus.std(ddof=1) / math.sqrt(num_iterations)
-    )
+    half = float(stats.t.isf((1 - confidence) / 2, num_iterations - 1) * taus.std(ddof=1) / math.sqrt(num_iterations))
     return MonteCarloResult(
-        method=verifier.name,
+        method=method if isinstance(method, str) else method.name,
         K=K,
         L=L,
         num_iterations=num_iterations,
@@ -214,4 +272,5 @@ def monte_carlo(
         alpha=alpha,
         lossless_rejected=bool(pval < alpha),
         power_tv=g_test_power(num_iterations, df, alpha),
+        iterations_for_power=iterations_for_power(df, alpha),
     )

@@ -118,9 +118,7 @@ def build_report(
         for m in MULTI_ITERATION_METHODS:
             k = 1 if m in ("sd", "bv", "greedy_bv") else max(ks)
             multi.append(
-                multi_iteration(
-                    instance, method_step(instance, m, k), method=m, num_drafts=k, horizon=horizon
-                )
+                multi_iteration(instance, method_step(instance, m, k), method=m, num_drafts=k, horizon=horizon)
             )
     return Report(
         instance=instance,

@@ -32,9 +32,7 @@ def check_models(
     if not isinstance(draft_length, int) or isinstance(draft_length, bool) or draft_length < 1:
         raise ValueError(f"draft_length (L) must be an int >= 1, got {draft_length!r}")
     if num_drafts is not None and (
-        not isinstance(num_drafts, int)
-        or isinstance(num_drafts, bool)
-        or not 1 <= num_drafts <= MAX_NUM_DRAFTS
+        not isinstance(num_drafts, int) or isinstance(num_drafts, bool) or not 1 <= num_drafts <= MAX_NUM_DRAFTS
     ):
         raise ValueError(f"num_drafts (K) must be an int in 1..{MAX_NUM_DRAFTS}, got {num_drafts!r}")
     if target.n != draft.n:

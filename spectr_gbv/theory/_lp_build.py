@@ -194,9 +194,7 @@ def build_opt(tree: PrefixTree, ms: np.ndarray, mass: np.ndarray) -> SparseLP:
         np.arange(a_reps.sum()) - np.repeat(np.cumsum(a_reps) - a_reps, a_reps)
     )
     rows = np.concatenate([var_m, n_m + var_row, n_m + own_row[a_node], n_m + a_rows])
-    cols = np.concatenate(
-        [np.arange(n_w), np.arange(n_w), n_w + a_node - 1, n_w + np.repeat(a_node, a_reps) - 1]
-    )
+    cols = np.concatenate([np.arange(n_w), np.arange(n_w), n_w + a_node - 1, n_w + np.repeat(a_node, a_reps) - 1])
     vals = np.concatenate([np.ones(n_w), -scale[var_m], np.ones(len(a_node)), -tree.row_cond[a_rows]])
     drop = n_m + _dropped_row(tree)
     sel = rows != drop

@@ -46,9 +46,7 @@ def _lcp(x: Sequence[int], y: Sequence[int]) -> int:
     return next((i for i, (a, b) in enumerate(zip(x, y, strict=True)) if a != b), len(x))
 
 
-def check_opt(
-    kernel: Kernel, target: TabularAR, draft: TabularAR, length: int
-) -> tuple[Fraction, Fraction, Fraction]:
+def check_opt(kernel: Kernel, target: TabularAR, draft: TabularAR, length: int) -> tuple[Fraction, Fraction, Fraction]:
     """(validity defect, row-sum defect, exact value) of an OPT kernel.
 
     The left side sum_m a(y^m) p(y_{m+1..L+1}|y^m) is accumulated level by level,
@@ -69,9 +67,7 @@ def check_opt(
     return sum(gaps, Fraction(0)) / 2, _row_defect(kernel), value
 
 
-def check_ot(
-    kernel: Kernel, target: TabularAR, draft: TabularAR, length: int
-) -> tuple[Fraction, Fraction, Fraction]:
+def check_ot(kernel: Kernel, target: TabularAR, draft: TabularAR, length: int) -> tuple[Fraction, Fraction, Fraction]:
     """(TV of the y-marginal from p, max row/column defect, exact value) of an OT kernel."""
     masses = _masses(kernel, draft, length)
     column = zeros_like_kind((target.n,) * length, True)

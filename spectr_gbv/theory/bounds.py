@@ -372,9 +372,7 @@ def draft_covers_target(target: TabularAR, draft: TabularAR, draft_length: int) 
     return bool(np.all((p_joint > 0) <= (q_joint > 0)))
 
 
-def l1_optimum(
-    target_row: np.ndarray, draft_row: np.ndarray, num_drafts: int
-) -> tuple[Scalar, tuple[int, ...]]:
+def l1_optimum(target_row: np.ndarray, draft_row: np.ndarray, num_drafts: int) -> tuple[Scalar, tuple[int, ...]]:
     r"""Closed-form optimum at L = 1: :math:`OPT(K) = OT(K) = \min_{A\subseteq V}[p(A) + 1 - q(A)^K]`.
 
     The minimising set is a prefix of the tokens sorted by p/q ascending (tokens with q = 0

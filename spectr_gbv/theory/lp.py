@@ -125,9 +125,7 @@ def _checked(
     return target, draft
 
 
-def lp_size(
-    target: TabularAR, draft: TabularAR, num_drafts: int, draft_length: int, kind: str
-) -> tuple[int, int, int]:
+def lp_size(target: TabularAR, draft: TabularAR, num_drafts: int, draft_length: int, kind: str) -> tuple[int, int, int]:
     """Exact size of the OPT or OT LP, counted on the prefix tree without building it.
 
     Parameters
@@ -367,9 +365,7 @@ def kernel_for(result: LPResult, drafts: Sequence[Sequence[int]]) -> dict[tuple[
     """
     key = tuple(sorted(tuple(int(t) for t in x) for x in drafts))
     if len(key) != result.num_drafts or any(len(x) != result.draft_length for x in key):
-        raise ValueError(
-            f"drafts must be {result.num_drafts} sequences of length {result.draft_length}, got {key!r}"
-        )
+        raise ValueError(f"drafts must be {result.num_drafts} sequences of length {result.draft_length}, got {key!r}")
     if key not in result.kernel:
         raise ValueError(f"drafts {key!r} have zero draft probability (not in the kernel)")
     return result.kernel[key]

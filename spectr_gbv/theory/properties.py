@@ -237,9 +237,7 @@ def check_orderings(instance: Instance, ks: Sequence[int] = (1, 2, 3)) -> Proper
     return rep
 
 
-def check_all(
-    instance: Instance, ks: Sequence[int] = (1, 2, 3), *, with_lp: bool = True
-) -> list[PropertyReport]:
+def check_all(instance: Instance, ks: Sequence[int] = (1, 2, 3), *, with_lp: bool = True) -> list[PropertyReport]:
     """Run every property check of this module on one instance.
 
     Parameters

@@ -39,8 +39,8 @@ def test_bound_json_on_default_instance(capsys):
 def test_bound_text_table(capsys):
     code, out, _ = run_cli(capsys, "bound", "--K", "2", "--no-lp")
     assert code == 0
-    assert "401/216 (1.856481)" in out and "397/216 (1.837963)" in out
-    assert "K -> infinity limit of B, B_BV, PR: 2 (2.000000)" in out
+    assert "401/216 = 1.856481" in out and "397/216 = 1.837963" in out
+    assert "K -> infinity limit of B, B_BV, PR: 2  (L = 2)" in out
 
 
 def test_bound_random_instance_is_exact(capsys):

@@ -70,13 +70,9 @@ def test_simulate_json_rows(capsys):
 
 
 def test_simulate_with_horizon(capsys):
-    code, out, _ = run_cli(
-        capsys, "simulate", "--methods", "bv,greedy_bv", "--K", "1", "--horizon", "4", "--json"
-    )
+    code, out, _ = run_cli(capsys, "simulate", "--methods", "bv,greedy_bv", "--K", "1", "--horizon", "4", "--json")
     rows = {r["method"]: r for r in json.loads(out)}
-    assert (
-        rows["bv"]["block_efficiency"] == "1152/607" and rows["greedy_bv"]["block_efficiency"] == "1152/619"
-    )
+    assert rows["bv"]["block_efficiency"] == "1152/607" and rows["greedy_bv"]["block_efficiency"] == "1152/619"
     code, out, _ = run_cli(capsys, "simulate", "--methods", "bv,greedy_bv", "--K", "1", "--horizon", "4")
     assert code == 0 and "BE over N=4" in out
 
@@ -84,3 +80,35 @@ def test_simulate_with_horizon(capsys):
 def test_simulate_unknown_method(capsys):
     code, out, err = run_cli(capsys, "simulate", "--methods", "bogus")
     assert code == 2 and "unknown method 'bogus'" in err
+
+
+import pytest  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["simulate", "--samples", "500", "--horizon", "3"], "--horizon applies to exact simulation only"),
+        (["simulate", "--samples", "10"], "--samples must be >= 100"),
+        (["simulate", "--seed", "3"], "--seed only applies with --samples"),
+        (["simulate", "--K", "1,,2"], "--K expects comma-separated ints"),
+        (["report", "--random", "2,2,0,1.5"], "0 <= zero_prob < 1"),
+    ],
+)
+def test_option_misuse_is_an_error(capsys, argv, message):
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2 and message in err and out == ""
+
+
+def test_monte_carlo_cli_states_inconclusive_power(capsys):
+    code, out, _ = run_cli(capsys, "simulate", "--methods", "mdbv", "--K", "2", "--samples", "300")
+    assert code == 0 and "inconclusive" in out and "give power 0.99" in out
+
+
+def test_closed_pipe_is_quiet():
+    import subprocess
+    import sys
+
+    cmd = f"{sys.executable} -m spectr_gbv.cli.main bound --json --no-lp | head -c 1"
+    proc = subprocess.run(cmd, shell=True, capture_output=True, text=True, timeout=60)
+    assert proc.stdout == "{" and "Traceback" not in proc.stderr

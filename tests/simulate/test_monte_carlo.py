@@ -40,3 +40,21 @@ def test_bad_arguments():
         monte_carlo(default_instance(), "bv", 1, 10)
     with pytest.raises(ValueError, match="unknown method"):
         monte_carlo(default_instance(), "nope", 1, 1000)
+
+
+@pytest.mark.parametrize("method", ["greedy_bv", "lp_oracle"])
+def test_stateful_and_oracle_methods_sample_and_pass(method):
+    from spectr_gbv.simulate.methods import simulate_method
+
+    inst = default_instance()
+    res = monte_carlo(inst, method, 2, 4000, seed=5)
+    exact = float(simulate_method(inst, method, 2).expected_accepted)
+    assert res.ci_low <= exact <= res.ci_high
+    assert not res.lossless_rejected
+
+
+def test_iterations_for_power_inverts_the_power():
+    from spectr_gbv.simulate.monte_carlo import iterations_for_power
+
+    n = iterations_for_power(7, 1e-3)
+    assert g_test_power(n, 7, 1e-3) >= 0.99 > g_test_power(n - 1, 7, 1e-3)

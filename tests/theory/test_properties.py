@@ -41,7 +41,7 @@ def test_a_broken_identity_yields_a_counterexample(monkeypatch):
     assert not rep.holds
     assert rep.counterexample["check"] == "B(2) - B(1) == sum p r (1-r)^K"
     assert rep.counterexample["values"]["difference"] == "25/108"
-    assert rep.counterexample["instance"].startswith("THEORY.md section 7")
+    assert rep.counterexample["instance"].startswith("default: the public exact test vector")
 
 
 @settings(max_examples=60, deadline=None)

@@ -34,9 +34,7 @@ def test_a_false_identity_is_not_reported_as_proved():
     wrong = sp.simplify(
         sp.expand(
             sp.powsimp(
-                sp.expand_power_exp(
-                    symbolic._term(p, r, K + 1) - symbolic._term(p, r, K) - p * r * (1 - r) ** (K + 1)
-                )
+                sp.expand_power_exp(symbolic._term(p, r, K + 1) - symbolic._term(p, r, K) - p * r * (1 - r) ** (K + 1))
             )
         )
     )
