@@ -27,9 +27,7 @@ from spectr_gbv.simulate import simulate_exact
 def plain_law(instance: Instance, method: str, K: int) -> dict[tuple[int, ...], Fraction]:
     """Exact output law by a plain loop over all ordered draft tuples."""
     verifier = get_verifier(method)
-    singles = [
-        x for x in itertools.product(range(instance.n), repeat=instance.L) if instance.draft.prob(x) > 0
-    ]
+    singles = [x for x in itertools.product(range(instance.n), repeat=instance.L) if instance.draft.prob(x) > 0]
     law: dict[tuple[int, ...], Fraction] = {}
     for drafts in itertools.product(singles, repeat=K):
         weight = Fraction(1)

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from spectr_gbv import __version__
-from spectr_gbv.cli import bound, report, simulate
+from spectr_gbv.cli import bound, fetch_models, report, simulate
 from spectr_gbv.cli.common import UsageError
 
 
@@ -23,6 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_parser(sub)
     bound.add_parser(sub)
     simulate.add_parser(sub)
+    fetch_models.add_parser(sub)
     return parser
 
 

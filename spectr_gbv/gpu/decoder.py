@@ -1,0 +1,350 @@
+r"""Speculative decoding with Hugging Face causal LMs and the batched verification kernels.
+
+One iteration, for each of B independent rows (THEORY.md section 1):
+
+1. draft: K i.i.d. drafts of L tokens, one batched draft forward per position, the row's
+   context cache computed once and expanded to K rows; the exact laws ``q [B, K, L, V]`` the
+   tokens were drawn from are recorded (:mod:`spectr_gbv.gpu.draft_sources`);
+2. target: ONE forward on ``B * K`` rows (accepted context + pending token + draft), giving
+   ``p [B, K, L+1, V]`` (row L = bonus), processed exactly like ``q``
+   (:mod:`spectr_gbv.gpu.sampling`);
+3. verify: ``spectr_gbv.gpu.kernels.verify`` returns the accepted prefix length ``tau``, the
+   draft it belongs to and the emitted tokens (prefix + one sampled token);
+4. rollback: both caches keep row ``draft_index`` cropped to the accepted path; the emitted
+   token that follows becomes the pending token of the next iteration.
+
+Rows finish independently (ragged accepted lengths are handled by
+:class:`~spectr_gbv.gpu.cache.RowCache`); the tail beyond ``max_new_tokens`` (at most L
+tokens of the last iteration) is truncated, which is lossless.
+
+Temperature 0 is supported as greedy decoding: both p and q become one-hot laws at their
+first arg-max, so the verifiers accept a draft token iff it equals the target's arg-max and
+the output is the target's greedy continuation.
+
+References
+----------
+Leviathan et al. 2023; Chen et al. 2023; Sun et al. 2023 (SpecTr); Sun et al. 2024 (block
+verification); Lin et al. 2026 (SpecTr-GBV, arXiv 2604.25925); THEORY.md sections 1-3, 6.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from numbers import Integral
+from typing import Any
+
+import torch
+
+from spectr_gbv.gpu.cache import RowCache
+from spectr_gbv.gpu.draft_sources import DraftSource, HFDraftSource, model_vocab_size
+from spectr_gbv.gpu.sampling import SamplingConfig, process_logits, sample_from
+from spectr_gbv.gpu.stats import DecodeStats, timed
+
+#: Lossless decoding methods (``ar`` needs no draft).
+LOSSLESS_METHODS: tuple[str, ...] = ("ar", "sd", "bv", "spectr", "rrs", "gbv_multipath", "mdbv")
+#: Lossy methods, accepted only with ``allow_lossy=True``.
+LOSSY_METHODS: tuple[str, ...] = ("spectr_gbv_released",)
+#: Single-draft methods: they require ``num_drafts == 1``.
+SINGLE_DRAFT_METHODS: tuple[str, ...] = ("sd", "bv")
+
+
+def _kernel_verify() -> Callable[..., Any]:
+    """``spectr_gbv.gpu.kernels.verify``, imported on first use (kept out of module import)."""
+    from spectr_gbv.gpu.kernels import verify
+
+    return verify
+
+
+@dataclass(frozen=True)
+class DecoderConfig:
+    """Configuration of a :class:`SpeculativeDecoder`.
+
+    Attributes
+    ----------
+    method : str
+        One of :data:`LOSSLESS_METHODS`, or :data:`LOSSY_METHODS` with ``allow_lossy``.
+    num_drafts : int
+        K >= 1 (must be 1 for ``sd`` and ``bv``; ignored by ``ar``).
+    draft_length : int
+        L >= 1 (ignored by ``ar``).
+    sampling : SamplingConfig
+        Processing shared by target and draft.
+    seed : int or None
+        Seed of the decoder's ``torch.Generator`` (drafting and verification); ``None`` uses
+        the global RNG.
+    allow_lossy : bool
+
+    Raises
+    ------
+    ValueError
+        Unknown method, a lossy method without ``allow_lossy``, K or L < 1, K != 1 for a
+        single-draft method.
+    """
+
+    method: str = "mdbv"
+    num_drafts: int = 2
+    draft_length: int = 3
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    seed: int | None = None
+    allow_lossy: bool = False
+
+    def __post_init__(self) -> None:
+        m = self.method
+        if m in LOSSY_METHODS and not self.allow_lossy:
+            raise ValueError(
+                f"method {m!r} is lossy (its output does not follow the target law; THEORY.md 6a); "
+                "pass allow_lossy=True to run it anyway"
+            )
+        if m not in LOSSLESS_METHODS + LOSSY_METHODS:
+            raise ValueError(f"unknown method {m!r}; valid: {', '.join(LOSSLESS_METHODS + LOSSY_METHODS)}")
+        for name in ("num_drafts", "draft_length"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {v!r}")
+        if m in SINGLE_DRAFT_METHODS and self.num_drafts != 1:
+            raise ValueError(f"method {m!r} verifies a single draft; use num_drafts=1 (got {self.num_drafts})")
+
+
+class SpeculativeDecoder:
+    """Multi-draft speculative decoder over a target causal LM.
+
+    Parameters
+    ----------
+    target : transformers PreTrainedModel
+        Causal LM p (full attention; ``eager`` or ``sdpa`` attention when B > 1).
+    draft : PreTrainedModel or DraftSource or None
+        Draft q (a model is wrapped in :class:`HFDraftSource`); ``None`` only for ``ar``.
+    method, num_drafts, draft_length, allow_lossy
+        See :class:`DecoderConfig`.
+    temperature, top_k, top_p
+        See :class:`~spectr_gbv.gpu.sampling.SamplingConfig` (temperature 0 = greedy).
+    seed : int, optional
+    device : str or torch.device, optional
+        Default CUDA when available, else CPU. Models are moved there and set to eval mode.
+
+    Raises
+    ------
+    ValueError
+        Invalid configuration (see :class:`DecoderConfig`), a missing draft, or target and
+        draft vocabularies of different sizes.
+
+    References
+    ----------
+    THEORY.md sections 1-3 and 6; ECOSYSTEM.md B2-B5 (processing, exact q, vocabulary range).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from transformers import LlamaConfig, LlamaForCausalLM
+    >>> cfg = LlamaConfig(vocab_size=8, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+    ...                   num_attention_heads=2, num_key_value_heads=1)
+    >>> _ = torch.manual_seed(0); target = LlamaForCausalLM(cfg)
+    >>> _ = torch.manual_seed(1); draft = LlamaForCausalLM(cfg)
+    >>> dec = SpeculativeDecoder(target, draft, method="mdbv", num_drafts=2, draft_length=3, seed=0,
+    ...                          device="cpu")
+    >>> ids, stats = dec.generate([1, 2, 3], max_new_tokens=10)
+    >>> ids.shape, stats.tokens_generated, sum(stats.accepted_hist) == stats.iterations
+    (torch.Size([13]), 10, True)
+    """
+
+    def __init__(
+        self,
+        target: torch.nn.Module,
+        draft: torch.nn.Module | DraftSource | None,
+        method: str = "mdbv",
+        num_drafts: int = 2,
+        draft_length: int = 3,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        seed: int | None = None,
+        device: str | torch.device | None = None,
+        allow_lossy: bool = False,
+    ) -> None:
+        sampling = SamplingConfig(temperature, top_k, top_p)
+        self.config = DecoderConfig(method, num_drafts, draft_length, sampling, seed, allow_lossy)
+        if device is None:
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.device = torch.device(device)
+        self.target = target.to(self.device).eval()
+        self.vocab_size = model_vocab_size(target)
+        if isinstance(draft, torch.nn.Module):
+            draft = HFDraftSource(draft.to(self.device))
+        if draft is None and method != "ar":
+            raise ValueError(f"method {method!r} needs a draft model or DraftSource (only 'ar' runs without)")
+        if draft is not None and not isinstance(draft, DraftSource):
+            raise ValueError(f"draft must be a causal LM or a DraftSource, got {type(draft).__name__}")
+        if draft is not None and draft.vocab_size != self.vocab_size:
+            raise ValueError(
+                f"vocabulary mismatch: the target has {self.vocab_size} logits, the draft {draft.vocab_size}; "
+                "speculative decoding needs one shared vocabulary"
+            )
+        self.draft = draft
+        self.generator = None
+        if seed is not None:
+            self.generator = torch.Generator(device=self.device).manual_seed(seed)
+        self._verify_fn: Callable[..., Any] | None = None
+
+    # ------------------------------------------------------------------ the loop
+    @torch.no_grad()
+    def generate(
+        self, prompt_ids: torch.Tensor | Sequence[int] | Sequence[Sequence[int]], max_new_tokens: int
+    ) -> tuple[torch.Tensor, DecodeStats]:
+        """Generate exactly ``max_new_tokens`` tokens after each prompt.
+
+        Parameters
+        ----------
+        prompt_ids : Tensor [T] or [B, T], integer (or nested sequences of int)
+            T >= 1 ids in ``0..V-1``; a 2-D input runs B independent rows (same T).
+        max_new_tokens : int
+            N >= 1.
+
+        Returns
+        -------
+        token_ids : Tensor [T + N] or [B, T + N], int64 (on the decoder's device)
+            Prompt followed by the N new tokens (same dimensionality as ``prompt_ids``).
+        stats : DecodeStats
+
+        Raises
+        ------
+        ValueError
+            Bad prompt (shape, dtype, empty, ids out of range) or ``max_new_tokens``.
+        RuntimeError
+            The verifier returned ids outside the vocabulary or output inconsistent with the
+            drafts (ECOSYSTEM.md B5-B8: a numerical fault is raised, never emitted).
+        """
+        prompt, squeeze = self._check_prompt(prompt_ids)
+        N = self._check_max_new(max_new_tokens)
+        cfg, dev = self.config, self.device
+        B, L = prompt.shape[0], (0 if cfg.method == "ar" else cfg.draft_length)
+        stats = DecodeStats(cfg.method, 1 if L == 0 else cfg.num_drafts, L, B)
+        start = time.perf_counter()
+        out = torch.full((B, N + L + 1), -1, dtype=torch.int64, device=dev)
+        n_gen = torch.zeros(B, dtype=torch.int64, device=dev)
+        rows = torch.arange(B, device=dev)  # original index of each active row
+        tcache, pending = self._prefill(prompt, stats)
+        step = self._ar_step if L == 0 else self._speculative_step
+        while rows.numel():
+            emitted, tau = step(tcache, pending, stats)  # [R, L+1] (-1 padded), [R]
+            stats.record(tau)
+            pos = n_gen[rows, None] + torch.arange(L + 1, device=dev)
+            keep = torch.arange(L + 1, device=dev)[None] <= tau[:, None]
+            out[rows[:, None].expand_as(pos)[keep], pos[keep]] = emitted[keep]
+            n_gen[rows] += tau + 1
+            pending = emitted.gather(1, tau[:, None]).squeeze(1)
+            active = (n_gen[rows] < N).nonzero().squeeze(1)
+            if active.numel() < rows.numel():  # drop finished rows from every batch
+                rows, pending = rows[active], pending[active]
+                tcache.select(active)
+                if L:
+                    self.draft.select_rows(active)
+        stats.tokens_generated = B * N
+        stats.time_total = time.perf_counter() - start
+        tokens = torch.cat([prompt, out[:, :N]], dim=1)
+        return (tokens[0] if squeeze else tokens), stats
+
+    def _prefill(self, prompt: torch.Tensor, stats: DecodeStats) -> tuple[RowCache, torch.Tensor]:
+        """Cache every prompt token but the last (which is pending) in target and draft."""
+        tcache = RowCache(prompt.shape[0], self.device)
+        with timed(stats, "time_target", self.device):
+            if prompt.shape[1] > 1:
+                tcache.forward(self.target, prompt[:, :-1])
+                stats.prefill_calls += 1
+        if stats.draft_length:
+            with timed(stats, "time_draft", self.device):
+                calls = getattr(self.draft, "forward_calls", 0)
+                self.draft.begin(prompt)
+                stats.draft_calls += getattr(self.draft, "forward_calls", 0) - calls
+        return tcache, prompt[:, -1]
+
+    def _target_laws(self, logits: torch.Tensor) -> torch.Tensor:
+        """Target laws p from target logits: the same processing as the draft side."""
+        return process_logits(logits, self.config.sampling)
+
+    def _ar_step(
+        self, tcache: RowCache, pending: torch.Tensor, stats: DecodeStats
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Plain sampling: one target call, one token per row (tau = 0)."""
+        with timed(stats, "time_target", self.device):
+            p = self._target_laws(tcache.forward(self.target, pending[:, None])[:, -1])
+        with timed(stats, "time_verify", self.device):
+            z = sample_from(p, self.generator)
+        return z[:, None], torch.zeros_like(z)
+
+    def _speculative_step(
+        self, tcache: RowCache, pending: torch.Tensor, stats: DecodeStats
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Draft, score in one target forward, verify, roll both caches back to the accepted path."""
+        cfg, dev = self.config, self.device
+        K, L, R = cfg.num_drafts, cfg.draft_length, pending.shape[0]
+        with timed(stats, "time_draft", dev):
+            calls = getattr(self.draft, "forward_calls", 0)
+            drafts, q = self.draft.propose(K, L, cfg.sampling, self.generator)
+            drafts, q = drafts.to(dev), q.to(dev)
+        with timed(stats, "time_target", dev):
+            base = tcache.lengths
+            tcache.repeat(K)
+            tokens = torch.cat([pending.repeat_interleave(K)[:, None], drafts.reshape(R * K, L)], dim=1)
+            p = self._target_laws(tcache.forward(self.target, tokens)).view(R, K, L + 1, -1)
+        with timed(stats, "time_verify", dev):
+            res = self._verify(cfg.method, drafts, q, p, generator=self.generator, allow_lossy=cfg.allow_lossy)
+            emitted, tau, index = res.tokens.to(dev), res.num_accepted.to(dev), res.draft_index.to(dev)
+            self._check_output(drafts, emitted, tau, index)
+        with timed(stats, "time_target", dev):
+            tcache.select(torch.arange(R, device=dev) * K + index)
+            tcache.truncate(base + 1 + tau)
+        with timed(stats, "time_draft", dev):
+            self.draft.commit(index, tau, emitted.gather(1, tau[:, None]).squeeze(1))
+            stats.draft_calls += getattr(self.draft, "forward_calls", 0) - calls
+        return emitted, tau
+
+    # ------------------------------------------------------------------ checks
+    @property
+    def _verify(self) -> Callable[..., Any]:
+        if self._verify_fn is None:
+            self._verify_fn = _kernel_verify()
+        return self._verify_fn
+
+    def _check_output(
+        self, drafts: torch.Tensor, emitted: torch.Tensor, tau: torch.Tensor, index: torch.Tensor
+    ) -> None:
+        """Contract of the kernel output (cheap tensor checks; raise instead of emitting garbage)."""
+        R, K, L = drafts.shape
+        m = self.config.method
+        if emitted.shape != (R, L + 1) or tau.shape != (R,) or index.shape != (R,):
+            raise RuntimeError(
+                f"verify({m!r}) returned shapes tokens {tuple(emitted.shape)}, num_accepted "
+                f"{tuple(tau.shape)}, draft_index {tuple(index.shape)}; expected [{R}, {L + 1}], [{R}], [{R}]"
+            )
+        if bool(((tau < 0) | (tau > L) | (index < 0) | (index >= K)).any()):
+            raise RuntimeError(f"verify({m!r}) returned num_accepted outside 0..{L} or draft_index outside 0..{K - 1}")
+        cols = torch.arange(L + 1, device=emitted.device)[None]
+        used = cols <= tau[:, None]
+        if bool(((emitted < 0) | (emitted >= self.vocab_size))[used].any()):
+            raise RuntimeError(
+                f"verify({m!r}) emitted a token id outside 0..{self.vocab_size - 1} "
+                "(NaN or degenerate laws? see ECOSYSTEM.md B5/B6)"
+            )
+        chosen = drafts[torch.arange(R, device=drafts.device), index]  # [R, L]
+        prefix = cols[:, :L] < tau[:, None]
+        if bool((emitted[:, :L] != chosen)[prefix].any()):
+            raise RuntimeError(f"verify({m!r}): the accepted prefix is not a prefix of draft draft_index")
+
+    def _check_prompt(self, prompt_ids: Any) -> tuple[torch.Tensor, bool]:
+        x = prompt_ids if isinstance(prompt_ids, torch.Tensor) else torch.as_tensor(prompt_ids)
+        if x.dtype.is_floating_point or x.dtype.is_complex or x.dtype == torch.bool:
+            raise ValueError(f"prompt_ids must hold integer token ids, got dtype {x.dtype}")
+        if x.ndim not in (1, 2) or x.shape[-1] < 1 or (x.ndim == 2 and x.shape[0] < 1):
+            raise ValueError(f"prompt_ids must have shape [T] or [B, T] with B, T >= 1, got {tuple(x.shape)}")
+        if bool(((x < 0) | (x >= self.vocab_size)).any()):
+            raise ValueError(f"prompt_ids holds an id outside the vocabulary 0..{self.vocab_size - 1}")
+        squeeze = x.ndim == 1
+        return x.reshape(-1, x.shape[-1]).to(device=self.device, dtype=torch.int64), squeeze
+
+    @staticmethod
+    def _check_max_new(max_new_tokens: Any) -> int:
+        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, Integral) or max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be an int >= 1, got {max_new_tokens!r}")
+        return int(max_new_tokens)

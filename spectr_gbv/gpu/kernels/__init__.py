@@ -1,0 +1,51 @@
+"""Batched verification kernels (torch; CUDA when the tensors are on CUDA, CPU otherwise).
+
+One small module per method, each the batched counterpart of a reference verifier
+(:mod:`spectr_gbv.reference`) with the same method name, THEORY.md reading, tie rules and
+residual fallbacks:
+
+========================  ==============================================  ======================
+method                    module                                           reference
+========================  ==============================================  ======================
+``ar``                    :mod:`~spectr_gbv.gpu.kernels.ar`                AutoregressiveVerifier
+``sd``                    :mod:`~spectr_gbv.gpu.kernels.sd`                SpeculativeDecodingVerifier
+``bv``                    :mod:`~spectr_gbv.gpu.kernels.bv` (+ ``block``)  BlockVerifier
+``spectr``                :mod:`~spectr_gbv.gpu.kernels.spectr` (+ kseq)   SpecTrVerifier
+``rrs``                   :mod:`~spectr_gbv.gpu.kernels.rrs`               RecursiveRejectionVerifier
+``gbv_multipath``         :mod:`~spectr_gbv.gpu.kernels.gbv_multipath`     MultiPathGreedyVerifier
+``mdbv``                  :mod:`~spectr_gbv.gpu.kernels.mdbv`              MultiDraftBlockVerifier
+``spectr_gbv_released``   :mod:`~spectr_gbv.gpu.kernels.released` (LOSSY)  ReleasedSpecTrGBVVerifier
+========================  ==============================================  ======================
+
+Public interface: :func:`verify`, :class:`VerifyOutput`, :data:`KERNEL_METHODS`.
+"""
+
+from spectr_gbv.gpu.kernels.api import KERNEL_METHODS, KERNELS, LOSSY_METHODS, check_method, verify
+from spectr_gbv.gpu.kernels.bv import bv_weights
+from spectr_gbv.gpu.kernels.common import (
+    ROW_SUM_ATOL,
+    KernelInputs,
+    TorchUniforms,
+    UniformSource,
+    VerifyOutput,
+    default_device,
+    validate_inputs,
+)
+from spectr_gbv.gpu.kernels.sd import sd_acceptance_probs
+
+__all__ = [
+    "KERNELS",
+    "KERNEL_METHODS",
+    "LOSSY_METHODS",
+    "ROW_SUM_ATOL",
+    "KernelInputs",
+    "TorchUniforms",
+    "UniformSource",
+    "VerifyOutput",
+    "bv_weights",
+    "check_method",
+    "default_device",
+    "sd_acceptance_probs",
+    "validate_inputs",
+    "verify",
+]
