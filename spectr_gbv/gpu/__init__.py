@@ -16,17 +16,42 @@ Layer rule: this package may import ``core``, ``theory``, ``reference`` and ``si
 never the reverse.
 """
 
-from spectr_gbv.gpu.cache import RowCache, crop_cache, repeat_cache_rows, select_cache_rows
-from spectr_gbv.gpu.decoder import (
-    LOSSLESS_METHODS,
-    LOSSY_METHODS,
-    SINGLE_DRAFT_METHODS,
-    DecoderConfig,
-    SpeculativeDecoder,
-)
-from spectr_gbv.gpu.draft_sources import DraftSource, HFDraftSource, NGramDraftSource, model_vocab_size
-from spectr_gbv.gpu.sampling import SamplingConfig, process_logits, sample_from, top_k_mask, top_p_mask
-from spectr_gbv.gpu.stats import DecodeStats
+import importlib
+from typing import Any
+
+#: Public name -> defining module. Imported on first access, so ``import spectr_gbv.gpu.kernels``
+#: needs only torch (the decoder's cache helpers import transformers).
+_EXPORTS = {
+    "RowCache": "cache",
+    "crop_cache": "cache",
+    "repeat_cache_rows": "cache",
+    "select_cache_rows": "cache",
+    "LOSSLESS_METHODS": "decoder",
+    "LOSSY_METHODS": "decoder",
+    "SINGLE_DRAFT_METHODS": "decoder",
+    "DecoderConfig": "decoder",
+    "SpeculativeDecoder": "decoder",
+    "DraftSource": "draft_sources",
+    "HFDraftSource": "draft_sources",
+    "NGramDraftSource": "draft_sources",
+    "model_vocab_size": "draft_sources",
+    "SamplingConfig": "sampling",
+    "process_logits": "sampling",
+    "sample_from": "sampling",
+    "top_k_mask": "sampling",
+    "top_p_mask": "sampling",
+    "DecodeStats": "stats",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import the public names lazily (see :data:`_EXPORTS`)."""
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(f"spectr_gbv.gpu.{_EXPORTS[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "LOSSLESS_METHODS",
