@@ -156,10 +156,17 @@ def _kseq_gap(p: Sequence[Scalar], q: Sequence[Scalar], k: int, rho: Scalar, one
     return rho * beta - (one - (one - beta) ** k)
 
 
+#: Float64 K-SEQ: a feasibility gap above -FLOAT_RHO_GAP_TOL counts as feasible (rounding).
+FLOAT_RHO_GAP_TOL = 1e-12
+
+
 @functools.lru_cache(maxsize=65536)
 def _kseq_rho_cached(p: tuple[Scalar, ...], q: tuple[Scalar, ...], k: int, exact: bool) -> Scalar:
     one: Scalar = Fraction(1) if exact else 1.0
-    if k == 1 or _kseq_gap(p, q, k, one, one) >= 0:
+    # float64: a gap within rounding of 0 counts as feasible, else p = q up to 1e-16 would push
+    # rho above 1 (beta = 1 - 1e-16 makes 1 - (1 - beta)^k exceed beta by rounding)
+    slack: Scalar = one * 0 if exact else -FLOAT_RHO_GAP_TOL
+    if k == 1 or _kseq_gap(p, q, k, one, one) >= slack:
         return one
     lo, hi = one, one * k  # gap(lo) < 0 <= gap(hi) (Bernoulli's inequality at rho = k)
     if not exact:
@@ -167,7 +174,7 @@ def _kseq_rho_cached(p: tuple[Scalar, ...], q: tuple[Scalar, ...], k: int, exact
             mid = 0.5 * (lo + hi)
             if not lo < mid < hi:
                 break
-            if _kseq_gap(p, q, k, mid, one) >= 0:
+            if _kseq_gap(p, q, k, mid, one) >= slack:
                 hi = mid
             else:
                 lo = mid

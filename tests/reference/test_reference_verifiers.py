@@ -285,3 +285,27 @@ def test_float_law_matches_exact_law():
         approx = _laws(name, inst.to_float(), drafts)
         assert set(approx) == set(exact)
         assert max(abs(approx[o] - float(exact[o])) for o in exact) < 1e-9
+
+
+def test_float_kseq_rho_is_one_when_p_equals_q_up_to_rounding():
+    # p and q differ by 1.3e-16 in total variation (two normalisations of the same weights);
+    # without the rounding slack the bisection returned rho = 1.0058 at k = 8
+    import numpy as np
+
+    from spectr_gbv.reference import kernels
+
+    w = np.array(
+        [
+            0.6369616873214543,
+            0.2697867137638703,
+            0.04097352393619469,
+            0.016527635528529094,
+            0.8132702392002724,
+            0.9127555772777217,
+            0.6066357757671799,
+        ]
+    )
+    p, q = w / w.sum(), (3 * w) / (3 * w).sum()
+    assert not np.array_equal(p, q)
+    kernels.clear_caches()
+    assert kernels.kseq_rho(p, q, 8, False) == 1.0
