@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from spectr_gbv import __version__
-from spectr_gbv.cli import bound, fetch_models, report, simulate
+from spectr_gbv.cli import bench, bound, fetch_models, report, simulate
 from spectr_gbv.cli.common import UsageError
 
 
@@ -24,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     bound.add_parser(sub)
     simulate.add_parser(sub)
     fetch_models.add_parser(sub)
+    bench.add_parser(sub)
     return parser
 
 
@@ -31,6 +32,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit status (0 ok, 1 a check failed, 2 usage or input error)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # the exact command line, for result files
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

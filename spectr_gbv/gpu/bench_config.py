@@ -1,0 +1,256 @@
+r"""Grid and presets of ``spectr-gbv bench``: the paper's ablation axes, one factor at a time.
+
+The grid is one-factor-at-a-time around a centre (K, L, T) = (3, 8, 0.7), over the paper's
+ablation axes scaled to a small machine: K in {1, 3, 5, 7} at (L, T) = (8, 0.7), L in
+{4, 8, 12, 16} at (K, T) = (3, 0.7) and T in {0.1, 0.4, 0.7} at (K, L) = (3, 8). Single-draft
+methods (``sd``, ``bv``) run at K = 1 on every sweep; ``ar`` runs once per temperature (it is
+the speed-up baseline). A full factorial (4 x 4 x 3 per method) is out of reach of a CPU.
+
+References
+----------
+Lin et al., SpecTr-GBV, arXiv 2604.25925 (ablation axes K, L, T).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+METHODS = ("ar", "sd", "bv", "spectr", "rrs", "mdbv", "gbv_multipath")
+"""Methods benchmarked, in report order (stable names of the decoder)."""
+SINGLE_DRAFT = ("sd", "bv")
+"""Methods that verify one draft: always K = 1."""
+K_AXIS = (1, 3, 5, 7)
+L_AXIS = (4, 8, 12, 16)
+T_AXIS = (0.1, 0.4, 0.7)
+CENTRE = (3, 8, 0.7)
+"""Centre (K, L, T) of the one-factor-at-a-time sweeps."""
+DATASETS = ("humaneval", "gsm", "instruct", "cpython")
+CHAT_DATASETS = ("gsm", "instruct")
+"""Datasets whose prompts are questions: sent through the tokenizer's chat template."""
+LOSSLESS_PROMPTS = (
+    ("code", False, 'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n'),
+    ("chat", True, "What is 12 times 7? Answer with one number."),
+)
+"""Fixed prompts (name, chat template?, text) of the law test on the real model."""
+
+
+@dataclass(frozen=True)
+class GridPoint:
+    """One decoding configuration of the grid.
+
+    Attributes
+    ----------
+    method : str
+    num_drafts : int
+        K (1 for ``ar``, ``sd``, ``bv``).
+    draft_length : int
+        L (0 for ``ar``).
+    temperature : float
+        T.
+    sweeps : tuple of str
+        The sweeps (``"K"``, ``"L"``, ``"T"``) the point belongs to; the centre is in all three.
+    """
+
+    method: str
+    num_drafts: int
+    draft_length: int
+    temperature: float
+    sweeps: tuple[str, ...]
+
+    @property
+    def key(self) -> tuple[str, int, int, float]:
+        """(method, K, L, T)."""
+        return (self.method, self.num_drafts, self.draft_length, self.temperature)
+
+
+def build_grid(
+    methods: Sequence[str],
+    ks: Sequence[int],
+    ls: Sequence[int],
+    ts: Sequence[float],
+    centre: tuple[int, int, float] = CENTRE,
+) -> list[GridPoint]:
+    """One-factor-at-a-time grid around ``centre``.
+
+    K-sweep: every K in ``ks`` at (L_c, T_c); L-sweep: every L in ``ls`` at (K_c, T_c);
+    T-sweep: every T in ``ts`` at (K_c, L_c). ``sd`` and ``bv`` take K = 1 everywhere; ``ar``
+    runs at every temperature of ``ts`` and T_c, with L = 0. Duplicates are merged (the
+    centre belongs to the three sweeps).
+
+    Parameters
+    ----------
+    methods : sequence of str
+        Subset of :data:`METHODS`; ``ar`` is always added (it is the speed-up baseline).
+    ks, ls : sequence of int
+        K >= 1 and L >= 1 values.
+    ts : sequence of float
+        Temperatures >= 0.
+    centre : (int, int, float)
+        (K_c, L_c, T_c).
+
+    Returns
+    -------
+    list of GridPoint
+        ``ar`` first, then methods in :data:`METHODS` order, each sorted by (K, L, T).
+
+    Raises
+    ------
+    ValueError
+        Unknown method, empty axis, or a value out of range.
+
+    Examples
+    --------
+    >>> grid = build_grid(METHODS, K_AXIS, L_AXIS, T_AXIS)
+    >>> len(grid), sum(p.method == "mdbv" for p in grid), [p.num_drafts for p in grid if p.method == "sd"]
+    (51, 9, [1, 1, 1, 1, 1, 1])
+    """
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:
+        raise ValueError(f"unknown method(s) {', '.join(unknown)}; valid: {', '.join(METHODS)}")
+    if not ks or not ls or not ts:
+        raise ValueError("every axis (K, L, T) needs at least one value")
+    if any(k < 1 for k in ks) or any(n < 1 for n in ls) or any(not t >= 0 for t in ts):
+        raise ValueError(f"need K >= 1, L >= 1, T >= 0; got K={list(ks)}, L={list(ls)}, T={list(ts)}")
+    kc, lc, tc = centre
+    points: dict[tuple[str, int, int, float], set[str]] = {}
+
+    def add(method: str, k: int, n: int, t: float, sweep: str) -> None:
+        k = 1 if method in SINGLE_DRAFT or method == "ar" else k
+        n = 0 if method == "ar" else n
+        points.setdefault((method, k, n, float(t)), set()).add(sweep)
+
+    for m in dict.fromkeys(("ar", *methods)):
+        if m == "ar":
+            for t in ts:
+                add(m, 1, 0, t, "T")
+            for sweep in "KLT":
+                add(m, 1, 0, tc, sweep)
+            continue
+        for k in ks:
+            add(m, k, lc, tc, "K")
+        for n in ls:
+            add(m, kc, n, tc, "L")
+        for t in ts:
+            add(m, kc, lc, t, "T")
+    order = {m: i for i, m in enumerate(METHODS)}
+    return [
+        GridPoint(*key, tuple(sorted(sw))) for key, sw in sorted(points.items(), key=lambda x: (order[x[0][0]], x[0]))
+    ]
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """Everything a benchmark run depends on (a preset, possibly with overrides).
+
+    Attributes
+    ----------
+    datasets : tuple of str
+        Prompt sets (:data:`DATASETS`).
+    methods : tuple of str
+        Methods (``ar`` is always run).
+    ks, ls, ts : tuple
+        Sweep values of K, L, T.
+    centre : (int, int, float)
+        (K_c, L_c, T_c) of the sweeps.
+    num_prompts : int
+        Prompts per dataset.
+    max_new_tokens : int
+        Tokens generated per prompt and run.
+    seed : int
+        Prompt selection and decoder seeds (prompt i uses ``seed + 7919 * i`` for every method:
+        common random numbers).
+    max_prompt_tokens : int
+        Longer prompts are cut: raw text keeps its last tokens, chat questions their first.
+    peer, predict, lossless : bool
+        Run the peer comparison, the predictions, the law test.
+    predict_samples : int
+        Monte Carlo continuations per context for the predictions.
+    predict_contexts : int
+        Contexts per prompt for the predictions: the prompt and prefixes of its ``ar``
+        continuation at evenly spaced lengths (the contexts decoding meets).
+    predict_sweeps : bool
+        Predict at every (L, T) of the L and T sweeps, not only at the centre.
+    lossless_prompts : tuple of str
+        Names of the :data:`LOSSLESS_PROMPTS` tested.
+    lossless_methods : tuple of str
+    lossless_runs, lossless_tokens, lossless_drafts, lossless_length : int
+        Batched runs, first tokens tested, K and L of the law test.
+    """
+
+    datasets: tuple[str, ...] = ("humaneval", "gsm")
+    methods: tuple[str, ...] = METHODS
+    ks: tuple[int, ...] = K_AXIS
+    ls: tuple[int, ...] = L_AXIS
+    ts: tuple[float, ...] = T_AXIS
+    centre: tuple[int, int, float] = CENTRE
+    num_prompts: int = 1
+    max_new_tokens: int = 40
+    seed: int = 0
+    max_prompt_tokens: int = 384
+    peer: bool = True
+    predict: bool = True
+    predict_samples: int = 64
+    predict_contexts: int = 8
+    predict_sweeps: bool = False
+    lossless: bool = True
+    lossless_prompts: tuple[str, ...] = ("code",)
+    lossless_methods: tuple[str, ...] = ("sd", "mdbv")
+    lossless_runs: int = 1500
+    lossless_tokens: int = 1
+    lossless_drafts: int = 2
+    lossless_length: int = 2
+
+    def __post_init__(self) -> None:
+        bad = [d for d in self.datasets if d not in DATASETS]
+        if bad or not self.datasets:
+            raise ValueError(f"datasets must be among {', '.join(DATASETS)}; got {list(self.datasets)}")
+        positive = ("num_prompts", "max_new_tokens", "max_prompt_tokens", "predict_samples", "predict_contexts")
+        for name in (*positive, "lossless_runs"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        names = [name for name, _, _ in LOSSLESS_PROMPTS]
+        if any(n not in names for n in self.lossless_prompts):
+            raise ValueError(f"lossless_prompts must be among {names}, got {list(self.lossless_prompts)}")
+        build_grid(self.methods, self.ks, self.ls, self.ts, self.centre)
+
+    def grid(self) -> list[GridPoint]:
+        """The grid points of this configuration (:func:`build_grid`)."""
+        return build_grid(self.methods, self.ks, self.ls, self.ts, self.centre)
+
+    def with_axes(
+        self, ks: Sequence[int] | None = None, ls: Sequence[int] | None = None, ts: Sequence[float] | None = None
+    ) -> BenchConfig:
+        """A copy with other sweep values (``None`` keeps one).
+
+        A centre coordinate missing from its new axis becomes that axis' first value.
+        """
+        kc, lc, tc = self.centre
+        ks, ls, ts = tuple(ks or self.ks), tuple(ls or self.ls), tuple(float(t) for t in (ts or self.ts))
+        centre = (kc if kc in ks else ks[0], lc if lc in ls else ls[0], tc if tc in ts else ts[0])
+        return replace(self, ks=ks, ls=ls, ts=ts, centre=centre)
+
+    def summary(self) -> dict[str, Any]:
+        """Plain dict (JSON-ready)."""
+        return asdict(self)
+
+
+PRESETS: dict[str, BenchConfig] = {
+    # ~15 min on a 2-core CPU with SmolLM2-135M and a draft at ~0.2 of its step, if BE ~ 2:
+    # 51 grid points x 2 datasets x 1 prompt x 40 tokens, the law test of the first token on one
+    # fixed prompt (1,500 runs: power about 0.6 against TV 0.05 -- the full preset has the power)
+    "quick": BenchConfig(),
+    # the paper's axes on the four prompt sets; hours on a CPU, minutes on a GPU
+    "full": BenchConfig(
+        datasets=DATASETS,
+        num_prompts=4,
+        max_new_tokens=96,
+        predict_samples=128,
+        predict_sweeps=True,
+        lossless_prompts=("code", "chat"),
+        lossless_runs=20000,
+        lossless_tokens=2,
+    ),
+}
+"""Named configurations of ``spectr-gbv bench --preset``."""

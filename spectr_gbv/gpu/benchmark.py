@@ -1,0 +1,348 @@
+r"""``spectr-gbv bench``: the runner of the real-model decoding benchmark (issue 5).
+
+Per dataset, grid point (:mod:`spectr_gbv.gpu.bench_config`) and prompt, one
+:meth:`~spectr_gbv.gpu.SpeculativeDecoder.generate` call (B = 1) is made; the
+:class:`~spectr_gbv.gpu.stats.DecodeStats` of the prompts are summed into one
+:class:`~spectr_gbv.gpu.bench_results.RunRow` (block efficiency, tokens/s, speed-up over
+``ar``, accepted-length histogram). The same run adds the side-by-side peer (``transformers``
+assisted generation), Monte Carlo predictions of B(K) and B_BV(K) and a law test of the first
+tokens on the real model (:mod:`spectr_gbv.gpu.bench_extras`). Output files:
+:mod:`spectr_gbv.gpu.bench_output`.
+
+Models are injected (:class:`BenchModels`): :func:`load_models` builds the real pair, tests
+pass tiny random models, so nothing here needs the network.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+
+from spectr_gbv.gpu.bench_config import (  # noqa: F401 - re-exported: the benchmark's public names
+    CENTRE,
+    CHAT_DATASETS,
+    DATASETS,
+    K_AXIS,
+    L_AXIS,
+    LOSSLESS_PROMPTS,
+    METHODS,
+    PRESETS,
+    SINGLE_DRAFT,
+    T_AXIS,
+    BenchConfig,
+    GridPoint,
+    build_grid,
+)
+from spectr_gbv.gpu.bench_results import (  # noqa: F401
+    BenchResult,
+    RunRow,
+    add_speedups,
+    estimate_seconds,
+    measure_step_costs,
+)
+
+
+@dataclass
+class BenchModels:
+    """Target, draft and the tokenizer hooks of one benchmark.
+
+    Attributes
+    ----------
+    target : torch.nn.Module
+        Hugging Face causal LM p.
+    draft : torch.nn.Module or DraftSource
+        Draft q on the same vocabulary.
+    encode : callable (text: str, chat: bool, max_tokens: int) -> Tensor [T], int64
+        Prompt ids (through the chat template when ``chat``).
+    decode : callable (Tensor [N]) -> str, optional
+        For the sample continuations stored in the results.
+    target_name, draft_name : str
+    """
+
+    target: torch.nn.Module
+    draft: Any
+    encode: Callable[[str, bool, int], torch.Tensor]
+    decode: Callable[[torch.Tensor], str] | None = None
+    target_name: str = "target"
+    draft_name: str = "draft"
+
+
+def parse_draft_spec(spec: str) -> tuple[str, int | None]:
+    """Parse ``"distilled"`` or ``"truncated:N"``.
+
+    Returns
+    -------
+    (str, int or None)
+        ``("distilled", None)`` or ``("truncated", N)``.
+
+    Raises
+    ------
+    ValueError
+        Anything else, or N < 1.
+
+    Examples
+    --------
+    >>> parse_draft_spec("truncated:4"), parse_draft_spec("distilled")
+    (('truncated', 4), ('distilled', None))
+    """
+    if spec == "distilled":
+        return "distilled", None
+    kind, _, num = spec.partition(":")
+    if kind == "truncated" and num.isdigit() and int(num) >= 1:
+        return "truncated", int(num)
+    raise ValueError(f"expects 'distilled' or 'truncated:N' (N >= 1 layers), got {spec!r}")
+
+
+def encode_prompt(tokenizer: Any, text: str, chat: bool, max_tokens: int) -> torch.Tensor:
+    """Token ids of a prompt, cut to ``max_tokens``.
+
+    Parameters
+    ----------
+    tokenizer : PreTrainedTokenizerBase
+    text : str
+        Raw prompt text.
+    chat : bool
+        Wrap the text as one user turn of the tokenizer's chat template, with the assistant
+        generation prompt; a long question keeps its first ``max_tokens`` tokens. Raw text
+        (code to continue) keeps its last ``max_tokens`` tokens.
+    max_tokens : int
+
+    Returns
+    -------
+    Tensor [T], int64
+        1 <= T (the chat wrapper adds its own tokens beyond ``max_tokens``).
+    """
+    ids = tokenizer(text, add_special_tokens=False).input_ids
+    if not chat:
+        return torch.tensor(ids[-max_tokens:] or [tokenizer.eos_token_id or 0], dtype=torch.int64)
+    if len(ids) > max_tokens:
+        text = tokenizer.decode(ids[:max_tokens])
+    wrapped = tokenizer.apply_chat_template(
+        [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True
+    )
+    return torch.tensor(tokenizer(wrapped, add_special_tokens=False).input_ids, dtype=torch.int64)
+
+
+def load_models(
+    draft: str = "distilled", device: str | None = None, cache_dir: str | None = None, progress: bool = True
+) -> BenchModels:
+    """The real target (SmolLM2-135M-Instruct) and a draft, fetching the target when needed.
+
+    Parameters
+    ----------
+    draft : str
+        ``"distilled"`` (:func:`spectr_gbv.gpu.draft_model.load_draft`) or ``"truncated:N"``
+        (:func:`spectr_gbv.gpu.models.truncated_draft`, a correctness fixture: low acceptance).
+    device : str, optional
+        Where the models go (default CPU; the decoder moves them anyway).
+    cache_dir : str, optional
+        Cache root (:func:`spectr_gbv.gpu.models.default_cache_dir`).
+    progress : bool
+
+    Returns
+    -------
+    BenchModels
+
+    Raises
+    ------
+    ValueError
+        Malformed ``draft``.
+    ImportError
+        The distilled draft module or its weights are not available.
+    spectr_gbv.gpu.models.ModelFetchError
+        The target could not be fetched.
+    """
+    from spectr_gbv.gpu.models import TARGET_NAME, load_target, truncated_draft
+
+    kind, layers = parse_draft_spec(draft)
+    target, tok = load_target(cache_dir, device=device, progress=progress)
+    if kind == "truncated":
+        draft_model, name = truncated_draft(target, layers), f"{TARGET_NAME} first {layers} layers (truncated)"
+    else:
+        try:
+            from spectr_gbv.gpu.draft_model import load_draft
+
+            draft_model = load_draft(target)
+        except (ImportError, OSError) as exc:  # module or shipped weights missing
+            raise ImportError(f"{type(exc).__name__}: {exc}") from exc
+        name = "distilled draft (spectr_gbv.gpu.draft_model, shipped weights)"
+
+    def encode(text: str, chat: bool, max_tokens: int) -> torch.Tensor:
+        return encode_prompt(tok, text, chat, max_tokens)
+
+    def decode(ids: torch.Tensor) -> str:
+        return tok.decode(ids.tolist())
+
+    return BenchModels(target, draft_model, encode, decode, TARGET_NAME, name)
+
+
+def _decoder(models: BenchModels, point: GridPoint, seed: int, device: str | None) -> Any:
+    from spectr_gbv.gpu.decoder import SpeculativeDecoder
+
+    ar = point.method == "ar"
+    return SpeculativeDecoder(
+        models.target,
+        None if ar else models.draft,
+        method=point.method,
+        num_drafts=point.num_drafts,
+        draft_length=max(point.draft_length, 1),
+        temperature=point.temperature,
+        seed=seed,
+        device=device,
+    )
+
+
+def load_bench_prompts(
+    config: BenchConfig, models: BenchModels, cache_dir: str | None = None, progress: bool = True
+) -> tuple[dict[str, list[torch.Tensor]], dict[str, list[dict[str, Any]]]]:
+    """Load ``config.num_prompts`` prompts per dataset and encode them.
+
+    Returns
+    -------
+    ids : dict dataset -> list of Tensor [T], int64
+    meta : dict dataset -> list of {"id", "tokens", "chat"}
+
+    Raises
+    ------
+    ValueError, spectr_gbv.gpu.prompts.MissingPackageError, spectr_gbv.gpu.prompts.PromptDataError
+        As :func:`spectr_gbv.gpu.prompts.load_prompts`.
+    """
+    from spectr_gbv.gpu.prompts import load_prompts
+
+    ids: dict[str, list[torch.Tensor]] = {}
+    meta: dict[str, list[dict[str, Any]]] = {}
+    for ds in config.datasets:
+        chat = ds in CHAT_DATASETS
+        prompts = load_prompts(ds, config.num_prompts, config.seed, cache_dir=cache_dir, progress=progress)
+        ids[ds] = [models.encode(p.text, chat, config.max_prompt_tokens) for p in prompts]
+        meta[ds] = [{"id": p.id, "tokens": int(x.numel()), "chat": chat} for p, x in zip(prompts, ids[ds], strict=True)]
+    return ids, meta
+
+
+def run_benchmark(
+    config: BenchConfig,
+    models: BenchModels,
+    prompts: dict[str, list[torch.Tensor]] | None = None,
+    *,
+    device: str | None = None,
+    hooks: Any = None,
+    progress: bool = True,
+    log: Callable[[str], None] | None = None,
+    cache_dir: str | None = None,
+) -> BenchResult:
+    """Run the grid on every dataset and prompt, then the peer, the predictions and the law test.
+
+    Parameters
+    ----------
+    config : BenchConfig
+    models : BenchModels
+        Injected by the caller (tests pass tiny random models).
+    prompts : dict dataset -> list of Tensor [T], int64, optional
+        Encoded prompts (keys among :data:`DATASETS`; they replace ``config.datasets`` and
+        ``config.num_prompts``); default :func:`load_bench_prompts`.
+    device : str, optional
+        Decoder device (default CUDA when available, else CPU).
+    hooks : spectr_gbv.gpu.bench_extras.ExtraHooks, optional
+        The peer / prediction / law-test functions (default: the library's, imported lazily).
+    progress : bool
+        A tqdm bar over all runs (stderr).
+    log : callable (str) -> None, optional
+        Where the cost estimate and notes go (default: nowhere).
+    cache_dir : str, optional
+        Cache root for prompt data.
+
+    Returns
+    -------
+    BenchResult
+        One :class:`RunRow` per (dataset, grid point) with speed-ups filled in; ``config`` with
+        the datasets and prompt count actually run; extras that raise are recorded in
+        ``errors`` (the grid's measurements are kept).
+
+    Raises
+    ------
+    ValueError
+        Empty prompt list, or a decoder configuration error.
+    """
+    from tqdm.auto import tqdm
+
+    from spectr_gbv.gpu import bench_extras
+
+    log = log or (lambda _msg: None)
+    start = time.perf_counter()
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    models.target.to(device)
+    if isinstance(models.draft, torch.nn.Module):
+        models.draft.to(device)
+    meta: dict[str, list[dict[str, Any]]] = {}
+    if prompts is None:
+        prompts, meta = load_bench_prompts(config, models, cache_dir, progress)
+    else:
+        meta = {
+            ds: [{"id": f"{ds}/{i}", "tokens": int(x.numel())} for i, x in enumerate(xs)] for ds, xs in prompts.items()
+        }
+    if not prompts or any(not xs for xs in prompts.values()):
+        raise ValueError("run_benchmark needs at least one prompt per dataset")
+    grid = config.grid()
+    kc, lc, tc = config.centre
+    first = next(iter(prompts.values()))[0]
+    widths = sorted({(1, lc + 1), (kc, lc + 1), (max(config.ks), lc + 1), (kc, max(config.ls) + 1)})
+    costs = measure_step_costs(models.target, models.draft, first, widths, sorted({1, kc, max(config.ks)}))
+    for point in (GridPoint("ar", 1, 0, tc, ()), GridPoint("mdbv", min(2, kc), 2, tc, ())):  # warm-up
+        _decoder(models, point, config.seed, device).generate(first, max_new_tokens=4)
+    fixed = {
+        name: int(models.encode(text, chat, config.max_prompt_tokens).numel()) for name, chat, text in LOSSLESS_PROMPTS
+    }
+    sized = replace(config, datasets=tuple(prompts), num_prompts=max(len(x) for x in prompts.values()))
+    mean_tokens = sum(x.numel() for xs in prompts.values() for x in xs) / sum(len(xs) for xs in prompts.values())
+    estimate = estimate_seconds(sized, costs, lossless_prompt_tokens=fixed, prompt_tokens=mean_tokens)
+    centre_key = f"{kc}x{lc + 1}"
+    log(
+        f"estimate: about {estimate['total_s'] / 60:.1f} min ({estimate['runs']} decoding runs ~"
+        f"{estimate['grid_s'] / 60:.1f} min at an assumed BE of 2, extras ~{estimate['extras_s'] / 60:.1f} min); "
+        f"decode step {costs['decode_s'] * 1e3:.0f} ms, a {kc}x{lc + 1}-position scoring call "
+        f"{costs['score_over_decode'][centre_key]:.2f} decode steps"
+    )
+    hooks = hooks or bench_extras.ExtraHooks()
+    config = sized
+    n_extra = bench_extras.count_extra_calls(config, len(prompts))
+    bar = tqdm(total=len(grid) * sum(len(x) for x in prompts.values()) + n_extra, disable=not progress, unit="run")
+    rows: list[RunRow] = []
+    outputs: dict[tuple[str, float], list[torch.Tensor]] = {}
+    for ds, xs in prompts.items():
+        for point in grid:
+            bar.set_description(
+                f"{ds} {point.method} K={point.num_drafts} L={point.draft_length} T={point.temperature}"
+            )
+            row = RunRow(ds, *point.key, ";".join(point.sweeps))
+            for i, ids in enumerate(xs):
+                out, stats = _decoder(models, point, config.seed + 7919 * i, device).generate(
+                    ids, config.max_new_tokens
+                )
+                row.add(stats)
+                if point.method == "ar":
+                    outputs.setdefault((ds, point.temperature), []).append(out[ids.numel() :].cpu())
+                bar.update()
+            rows.append(row)
+    add_speedups(rows)
+    result = BenchResult(
+        sized,
+        rows,
+        costs,
+        estimate["total_s"],
+        0.0,
+        meta,
+        models={"target": models.target_name, "draft": models.draft_name},
+    )
+    if models.decode is not None:
+        for ds in prompts:
+            gen = outputs.get((ds, tc), [])
+            if gen:
+                result.samples.append({"dataset": ds, "method": "ar", "temperature": tc, "text": models.decode(gen[0])})
+    bench_extras.run_extras(config, models, prompts, outputs, result, hooks, bar, log)
+    bar.close()
+    result.elapsed_s = time.perf_counter() - start
+    return result
