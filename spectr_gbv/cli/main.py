@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from spectr_gbv import __version__
-from spectr_gbv.cli import bench, bound, fetch_models, report, simulate
+from spectr_gbv.cli import bench, bound, fetch_models, report, simulate, validate
 from spectr_gbv.cli.common import UsageError
 
 
@@ -25,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_parser(sub)
     fetch_models.add_parser(sub)
     bench.add_parser(sub)
+    validate.add_parser(sub)
     return parser
 
 

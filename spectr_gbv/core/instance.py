@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from spectr_gbv.core.tabular import TabularAR
+from spectr_gbv.core.tabular import MAX_RANDOM_ROWS, TabularAR
 
 #: Largest vocabulary and draft length accepted by :func:`parse_instance` (tables grow as n^L).
 MAX_TABLE_ROWS = 2_000_000
@@ -57,6 +57,9 @@ class Instance:
     name: str = "instance"
 
     def __post_init__(self) -> None:
+        for name in ("target", "draft"):
+            if not isinstance(getattr(self, name), TabularAR):
+                raise TypeError(f"{name} must be a TabularAR, got {type(getattr(self, name)).__name__}")
         if not isinstance(self.L, int | np.integer) or self.L < 1:
             raise ValueError(f"L (draft length) must be an int >= 1, got {self.L!r}")
         if self.target.n != self.draft.n:
@@ -198,9 +201,20 @@ def random_instance(
         Dirichlet parameter.
     depth : int, optional
         Table depth, default ``L`` (deeper for multi-iteration simulation).
+
+    Raises
+    ------
+    ValueError
+        ``n`` < 1, ``L`` < 1, or tables larger than :data:`~spectr_gbv.core.tabular.MAX_RANDOM_ROWS` rows.
     """
-    rng = np.random.default_rng(seed)
     d = L if depth is None else depth
+    if isinstance(L, bool) or not isinstance(L, int | np.integer) or L < 1:
+        raise ValueError(f"L (draft length) must be an int >= 1, got {L!r}")
+    if isinstance(n, int | np.integer) and not isinstance(n, bool) and n >= 1 and isinstance(d, int | np.integer):
+        rows = sum(int(n) ** t for t in range(int(d) + 1))
+        if rows > MAX_RANDOM_ROWS:
+            raise ValueError(f"n={n}, L={L}: {rows} prefixes per table, above MAX_RANDOM_ROWS={MAX_RANDOM_ROWS}")
+    rng = np.random.default_rng(seed)
     kw = dict(exact=exact, zero_prob=zero_prob, concentration=concentration)
     target = TabularAR.random(n, d, rng, name="target", **kw)
     draft = TabularAR.random(n, d, rng, name="draft", **kw)

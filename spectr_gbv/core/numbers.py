@@ -67,6 +67,36 @@ def parse_probability(value: Any, where: str) -> Scalar:
     return out
 
 
+def check_distribution(values: Any, name: str) -> None:
+    """Raise unless ``values`` is a probability distribution: finite, >= 0, summing to 1.
+
+    Parameters
+    ----------
+    values : iterable of Fraction, int or float
+        The probabilities (a row, or the values of a law).
+    name : str
+        The argument's name, used in the message.
+
+    Raises
+    ------
+    ValueError
+        A value that is not a real number, NaN/inf, negative, or a sum different from 1
+        (exactly for rationals, within :data:`FLOAT_ROW_ATOL` when any value is a float).
+    """
+    vals = list(values)
+    for v in vals:
+        if isinstance(v, bool) or not isinstance(v, Real):
+            raise ValueError(f"{name}: {v!r} is not a probability")
+        if not math.isfinite(float(v)):
+            raise ValueError(f"{name}: {v!r} is not finite")
+        if v < 0:
+            raise ValueError(f"{name}: {v!r} is negative")
+    exact = all(isinstance(v, Rational) for v in vals)
+    total = sum(vals, Fraction(0)) if exact else math.fsum(float(v) for v in vals)
+    if (total != 1) if exact else abs(total - 1) > FLOAT_ROW_ATOL:
+        raise ValueError(f"{name}: probabilities sum to {total}, not 1")
+
+
 def is_exact_array(arr: np.ndarray) -> bool:
     """True when ``arr`` is a numpy object array (holding Fractions), False for float64."""
     return np.asarray(arr).dtype == object

@@ -55,6 +55,10 @@ def prefix_key(prefix: Prefix) -> str:
     return ",".join(str(t) for t in prefix)
 
 
+#: Largest number of prefixes (rows) :meth:`TabularAR.random` draws (about 1 GB of float rows at n = 10).
+MAX_RANDOM_ROWS = 2_000_000
+
+
 class TabularAR:
     """An autoregressive next-token model given by a table of conditionals.
 
@@ -231,7 +235,22 @@ class TabularAR:
         Returns
         -------
         TabularAR
+
+        Raises
+        ------
+        ValueError
+            ``n`` < 1, ``depth`` < 0, or more than :data:`MAX_RANDOM_ROWS` prefixes.
         """
+        if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1:
+            raise ValueError(f"n (vocabulary size) must be an int >= 1, got {n!r}")
+        if isinstance(depth, bool) or not isinstance(depth, int | np.integer) or depth < 0:
+            raise ValueError(f"depth must be an int >= 0, got {depth!r}")
+        rows = sum(int(n) ** t for t in range(int(depth) + 1))
+        if rows > MAX_RANDOM_ROWS:
+            raise ValueError(
+                f"n={n}, depth={depth}: {rows} prefixes to draw, above MAX_RANDOM_ROWS={MAX_RANDOM_ROWS} "
+                "(too large for memory)"
+            )
         rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
         laws: dict[Prefix, list[Any]] = {}
         for t in range(depth + 1):

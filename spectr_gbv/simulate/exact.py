@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from spectr_gbv.core.instance import Instance
-from spectr_gbv.core.numbers import Scalar, sum_exact, zeros_like_kind
+from spectr_gbv.core.numbers import Scalar, check_distribution, sum_exact, zeros_like_kind
 from spectr_gbv.core.tabular import TabularAR
 from spectr_gbv.reference.base import Verifier, VerifyInput
 from spectr_gbv.reference.registry import get_verifier
@@ -154,6 +154,11 @@ def count_draft_tuples(num_drafts_support: int, num_drafts: int, multisets: bool
     return math.comb(m + K - 1, K) if multisets else m**K
 
 
+def _count_text(count: int) -> str:
+    """``count`` in digits, or as ``~10^d`` when it has more than 15 digits (huge ints cannot always be printed)."""
+    return str(count) if count < 10**15 else f"~10^{math.log10(count):.0f}"
+
+
 def _tuples(m: int, K: int, multisets: bool) -> tuple[np.ndarray, np.ndarray]:
     """Index tuples [T, K] and their multiplicities [T] (1 for ordered tuples)."""
     if multisets:
@@ -197,12 +202,13 @@ def validity_defect(target: TabularAR, law: Mapping[tuple[int, ...], Scalar], L:
     Raises
     ------
     ValueError
-        An output of length 0 or > L + 1, a token outside the vocabulary, or a target table
-        shallower than L.
+        An output of length 0 or > L + 1, a token outside the vocabulary, a target table
+        shallower than L, or ``law`` not a distribution (NaN, negative, not summing to 1).
     """
     n = target.n
     if target.depth < L:
         raise ValueError(f"validity_defect: target depth {target.depth} < L = {L}")
+    check_distribution(law.values(), "law")
     exact = target.exact and all(isinstance(v, Fraction | int) for v in law.values())
     by_len = [zeros_like_kind((n,) * m, exact) for m in range(L + 2)]
     for o, prob in law.items():
@@ -280,6 +286,8 @@ def simulate_exact(
     if not isinstance(K, int | np.integer) or isinstance(K, bool) or K < 1:
         raise ValueError(f"num_drafts (K) must be an int >= 1, got {K!r}")
     K = int(K)
+    if not isinstance(instance, Instance):
+        raise TypeError(f"instance: expected an Instance, got {type(instance).__name__}")
     n, L, exact = instance.n, instance.L, instance.exact
     table = DraftTable.from_instance(instance)
     m = len(table.tokens)
@@ -288,7 +296,8 @@ def simulate_exact(
     if count > max_tuples:
         kind = "draft multisets" if multisets else "ordered draft tuples"
         raise EnumerationTooLargeError(
-            f"n={n}, L={L}, K={K}: {count} {kind} over {m} drafts of positive probability exceed the limit {max_tuples}"
+            f"n={n}, L={L}, K={K}: {_count_text(count)} {kind} over {m} drafts of positive probability exceed "
+            f"the limit {max_tuples}"
         )
     idx, mult = _tuples(m, K, multisets)
     weights = table.probs[idx]

@@ -87,6 +87,10 @@ class MonteCarloResult:
     iterations_for_power: int
 
 
+#: Largest K * L * N (draft tokens sampled) :func:`monte_carlo` accepts (minutes of pure Python).
+MAX_DRAFT_TOKENS = 50_000_000
+
+
 def g_test_power(num_samples: int, df: int, alpha: float, tv: float = POWER_TV) -> float:
     """Worst-direction power of a G/chi-square goodness-of-fit test against a TV error ``tv``.
 
@@ -105,15 +109,35 @@ def g_test_power(num_samples: int, df: int, alpha: float, tv: float = POWER_TV) 
     -------
     float
         ``P(ncx2(df, 4 N tv^2) > chi2.isf(alpha, df))``.
+
+    Raises
+    ------
+    ValueError
+        ``num_samples`` < 0, ``df`` < 1, ``alpha`` outside (0, 1), ``tv`` outside [0, 1] (NaN included).
     """
     if df < 1 or not 0 < alpha < 1:
         raise ValueError(f"df must be >= 1 and alpha in (0, 1), got df={df}, alpha={alpha}")
+    if not num_samples >= 0:
+        raise ValueError(f"num_samples must be >= 0, got {num_samples}")
+    if not 0 <= tv <= 1:
+        raise ValueError(f"tv (total-variation distance) must lie in [0, 1], got {tv}")
     crit = stats.chi2.isf(alpha, df)
     return float(stats.ncx2.sf(crit, df, 4 * num_samples * tv**2))
 
 
 def iterations_for_power(df: int, alpha: float, tv: float = POWER_TV, power: float = 0.99) -> int:
-    """Smallest N whose :func:`g_test_power` reaches ``power`` (bisection on N)."""
+    """Smallest N whose :func:`g_test_power` reaches ``power`` (bisection on N).
+
+    Raises
+    ------
+    ValueError
+        ``tv`` outside (0, 1] or ``power`` outside (alpha, 1) (no N reaches it), or bad
+        ``df``/``alpha`` as :func:`g_test_power`.
+    """
+    if not 0 < tv <= 1:
+        raise ValueError(f"tv (total-variation distance) must lie in (0, 1], got {tv}")
+    if not alpha < power < 1:
+        raise ValueError(f"power must lie in (alpha, 1) = ({alpha}, 1), got {power}")
     lo, hi = 1, 2
     while g_test_power(hi, df, alpha, tv) < power:
         lo, hi = hi, hi * 2
@@ -216,7 +240,8 @@ def monte_carlo(
     Raises
     ------
     ValueError
-        Bad K, N, alpha or an unknown / unsupported method.
+        Bad K, N, alpha, confidence, more than :data:`MAX_DRAFT_TOKENS` draft tokens in all,
+        or an unknown / unsupported method.
 
     References
     ----------
@@ -227,6 +252,15 @@ def monte_carlo(
         raise ValueError(f"num_drafts (K) must be an int >= 1, got {num_drafts!r}")
     if not isinstance(num_iterations, int) or num_iterations < 100:
         raise ValueError(f"num_iterations must be an int >= 100, got {num_iterations!r}")
+    if num_drafts * instance.L * num_iterations > MAX_DRAFT_TOKENS:
+        raise ValueError(
+            f"num_drafts (K) = {num_drafts} x L = {instance.L} x num_iterations = {num_iterations} draft tokens "
+            f"exceed MAX_DRAFT_TOKENS = {MAX_DRAFT_TOKENS}"
+        )
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
     inst = instance.to_float()
     p, L, n, K = inst.target, inst.L, inst.n, num_drafts
     one_iteration = _iteration_sampler(inst, method, K)

@@ -18,7 +18,7 @@ from numbers import Rational
 
 import numpy as np
 
-from spectr_gbv.core.numbers import Scalar, safe_divide, scalar_one, sum_exact
+from spectr_gbv.core.numbers import Scalar, check_distribution, safe_divide, scalar_one, sum_exact
 from spectr_gbv.core.tabular import TabularAR
 from spectr_gbv.theory._checks import check_models
 
@@ -395,7 +395,8 @@ def l1_optimum(target_row: np.ndarray, draft_row: np.ndarray, num_drafts: int) -
     Raises
     ------
     ValueError
-        Rows of different lengths, or K < 1.
+        A row that is not a distribution (NaN/inf, negative, not summing to 1), rows of
+        different lengths, or K < 1.
 
     References
     ----------
@@ -407,6 +408,8 @@ def l1_optimum(target_row: np.ndarray, draft_row: np.ndarray, num_drafts: int) -
     >>> l1_optimum([F(1, 3), F(2, 3)], [F(2, 3), F(1, 3)], 1)[0]
     Fraction(2, 3)
     """
+    check_distribution(target_row, "target_row")
+    check_distribution(draft_row, "draft_row")
     exact = all(isinstance(v, Rational) for v in [*target_row, *draft_row])
     p = np.asarray(list(target_row), dtype=object if exact else np.float64)
     q = np.asarray(list(draft_row), dtype=p.dtype)

@@ -1,1 +1,23 @@
-"""validate layer."""
+"""validate layer: a conformance harness for third-party speculative-decoding verifiers.
+
+:func:`validate` runs a verifier given in one of :data:`INTERFACES` (``generic``: the
+package's multi-draft interface; ``chain``: the single-draft batched layout of serving
+systems; ``hf``: Hugging Face transformers' ``_speculative_sampling``) through structural
+probes, an exact or statistical law check on an instance battery, an optional comparison
+with a named reference algorithm, and an adversarial search, and returns a
+:class:`ValidationReport` of :class:`CheckResult` items (text or JSON). The torch and
+transformers imports happen only for torch verifiers and the hf interface.
+
+Examples
+--------
+>>> from spectr_gbv.reference import get_verifier
+>>> report = validate(get_verifier("mdbv").sample, level="exact", budget="quick")
+>>> report.passed, report.level_used
+(True, 'exact')
+"""
+
+from spectr_gbv.validate.harness import validate
+from spectr_gbv.validate.interfaces import INTERFACES, load_verifier
+from spectr_gbv.validate.report import CheckResult, ValidationReport
+
+__all__ = ["INTERFACES", "CheckResult", "ValidationReport", "load_verifier", "validate"]

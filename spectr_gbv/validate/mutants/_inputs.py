@@ -1,0 +1,244 @@
+"""Shared pieces of the planted bugs: input conversion, uniform sources, inverse-CDF draws, tags.
+
+Private to :mod:`spectr_gbv.validate.mutants`. Arrays may be numpy arrays, nested sequences
+or torch tensors (converted on the CPU without importing torch); float16/bfloat16/float32 rows
+are renormalised in float64 when their sum is within 1e-2 / 1e-2 / 1e-4 of 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+Law = dict[tuple[int, ...], Any]
+GenericVerifier = Callable[..., list[int]]
+ChainVerifier = Callable[..., np.ndarray]
+
+#: Row-sum tolerance under which low-precision rows are renormalised, by itemsize.
+_LOW_PRECISION_TOL = {2: 1e-2, 4: 1e-4}
+
+
+# ============================================================================ input handling
+def _to_numpy(x: Any) -> np.ndarray:
+    """A numpy array from a numpy array, a nested sequence or a torch tensor (moved to CPU)."""
+    if hasattr(x, "detach") and hasattr(x, "cpu"):
+        t = x.detach().cpu()
+        if str(t.dtype) == "torch.bfloat16":
+            t = t.float()
+            arr = t.numpy().astype(np.float64)
+            return _renormalise(arr, 1e-2)
+        x = t.numpy()
+    return np.asarray(x)
+
+
+def _renormalise(a: np.ndarray, tol: float) -> np.ndarray:
+    """Divide each row (last axis) by its sum when that sum is finite and within ``tol`` of 1."""
+    if a.ndim == 0:
+        return a
+    s = a.sum(axis=-1, keepdims=True)
+    ok = np.isfinite(s) & (np.abs(s - 1.0) <= tol)
+    return np.where(ok, a / np.where(ok, s, 1.0), a)
+
+
+def _law_array(x: Any, name: str) -> np.ndarray:
+    """Probabilities as Fractions (object), ints, or float64 (low precision renormalised)."""
+    a = _to_numpy(x)
+    if a.dtype == object or a.dtype.kind in "iu":
+        return a
+    if a.dtype.kind != "f":
+        raise ValueError(f"{name}: expected probabilities (float or Fraction), got dtype {a.dtype}")
+    tol = _LOW_PRECISION_TOL.get(a.dtype.itemsize)
+    a = a.astype(np.float64)
+    return a if tol is None else _renormalise(a, tol)
+
+
+def _ids(x: Any, name: str, ndim: int) -> np.ndarray:
+    """Integer token ids of ``ndim`` dimensions as int64."""
+    d = _to_numpy(x)
+    if d.dtype == object and all(isinstance(v, int | np.integer) and not isinstance(v, bool) for v in d.reshape(-1)):
+        d = d.astype(np.int64)
+    if d.dtype.kind not in "iu":
+        raise ValueError(f"{name}: expected integer token ids, got dtype {d.dtype}")
+    if d.ndim != ndim:
+        raise ValueError(f"{name}: expected {ndim} dimensions, got shape {d.shape}")
+    return d.astype(np.int64)
+
+
+def _check_rng(rng: Any) -> np.random.Generator:
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError(f"rng: expected a numpy.random.Generator, got {type(rng).__name__}")
+    return rng
+
+
+def _generic_arrays(draft_tokens: Any, draft_probs: Any, target_probs: Any) -> tuple[np.ndarray, ...]:
+    """Converted generic-interface arrays with their shapes checked ([K, L], [K, L, V], [K, L+1, V])."""
+    d = _ids(draft_tokens, "draft_tokens", 2)
+    q = _law_array(draft_probs, "draft_probs")
+    p = _law_array(target_probs, "target_probs")
+    K, L = d.shape
+    if K < 1 or L < 1:
+        raise ValueError(f"draft_tokens: expected shape [K, L] with K, L >= 1, got {d.shape}")
+    if q.ndim != 3 or q.shape[:2] != (K, L) or q.shape[2] < 1:
+        raise ValueError(f"draft_probs: expected shape [K, L, V] = [{K}, {L}, V], got {q.shape}")
+    if p.shape != (K, L + 1, q.shape[2]):
+        raise ValueError(f"target_probs: expected shape [K, L+1, V] = [{K}, {L + 1}, {q.shape[2]}], got {p.shape}")
+    return d, q, p
+
+
+def _truncate(d: np.ndarray, q: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Cut every draft before the first placeholder (negative id) of any draft."""
+    neg = d < 0
+    if not neg.any():
+        return d, q, p
+    first = np.where(neg.any(axis=1), neg.argmax(axis=1), d.shape[1])
+    cut = int(first.min())
+    return d[:, :cut], q[:, :cut], p[:, : cut + 1]
+
+
+def _root_only(p: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Inputs of one dummy draft whose ``ar`` verification draws from ``p[:, 0]`` (all drafts cut to 0)."""
+    K, V = p.shape[0], p.shape[2]
+    if p.dtype == object:
+        q = np.empty((K, 1, V), dtype=object)
+        q[...] = Fraction(1, V)
+    else:
+        q = np.full((K, 1, V), 1.0 / V)
+    return np.zeros((K, 1), dtype=np.int64), q, np.concatenate([p[:, :1], p[:, :1]], axis=1)
+
+
+def _correct_inputs(
+    draft_tokens: Any, draft_probs: Any, target_probs: Any
+) -> tuple[str | None, tuple[np.ndarray, ...]]:
+    """Placeholder-cut inputs; the method override is ``"ar"`` when nothing is left to verify."""
+    d, q, p = _truncate(*_generic_arrays(draft_tokens, draft_probs, target_probs))
+    if d.shape[1] == 0:
+        return "ar", _root_only(p)
+    return None, (d, q, p)
+
+
+def _float_inputs(d: np.ndarray, q: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The same inputs in float64 (for mutants whose arithmetic is irrational)."""
+    return d, np.asarray(q, dtype=np.float64), np.asarray(p, dtype=np.float64)
+
+
+# ============================================================================ uniform sources
+class _QueueRng:
+    """Stand-in for ``numpy.random.Generator.random`` handing out supplied uniforms in order.
+
+    The reference samplers take one uniform per decision from ``rng.random()`` (and ``rng.random(m)``
+    for block verification's m trials), so feeding them a queue fixes every decision.
+    """
+
+    def __init__(self, row: np.ndarray) -> None:
+        self._row = row
+        self._next = 0
+
+    def random(self, size: int | None = None) -> float | np.ndarray:
+        count = 1 if size is None else int(size)
+        if self._next + count > len(self._row):
+            raise ValueError(f"uniforms: a row of {len(self._row)} uniforms is too short for this verification")
+        out = self._row[self._next : self._next + count]
+        self._next += count
+        return float(out[0]) if size is None else out.copy()
+
+
+class _Uniforms:
+    """Coins and final draws of one SD row: fresh from ``rng`` or read from a supplied row.
+
+    ``coin(t)`` is the acceptance coin of position t; ``final(t)`` the uniform of the token drawn
+    after stopping at t (a rejection at t < L, or the bonus at t = L): ``row[t]`` and
+    ``row[min(t + 1, L)]`` for a supplied row of L + 1 uniforms.
+    """
+
+    def __init__(self, rng: np.random.Generator | None = None, row: np.ndarray | None = None) -> None:
+        self.rng, self.row = rng, row
+
+    def coin(self, t: int) -> float:
+        return float(self.rng.random()) if self.row is None else float(self.row[t])
+
+    def final(self, t: int) -> float:
+        if self.row is None:
+            return float(self.rng.random())
+        return float(self.row[min(t + 1, len(self.row) - 1)])
+
+
+def _inverse_cdf(weights: np.ndarray, u: float, default: int | None = None) -> int:
+    """First index with ``u * sum(w) < cumsum(w)``; ``default`` (else the last positive weight) if none."""
+    w = np.asarray(weights, dtype=np.float64)
+    c = np.cumsum(w)
+    hits = np.flatnonzero(u * c[-1] < c) if default is None else np.flatnonzero(u < c)
+    if hits.size:
+        return int(hits[0])
+    if default is not None:
+        return default
+    positive = np.flatnonzero(w > 0)
+    return int(positive[-1]) if positive.size else 0
+
+
+def _residual_token(p_row: np.ndarray, q_row: np.ndarray, u: float) -> int:
+    """A correct draw from ``max(p - q, 0)`` normalised (``p`` itself if that is all zero)."""
+    r = np.maximum(np.asarray(p_row, dtype=np.float64) - np.asarray(q_row, dtype=np.float64), 0.0)
+    return _inverse_cdf(r if r.sum() > 0 else np.asarray(p_row, dtype=np.float64), u)
+
+
+def _ratio(p_x: float, q_x: float) -> float:
+    """``p/q`` in float64 with IEEE semantics (``p/0 = inf``, ``0/0 = nan``), no warnings."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return float(np.float64(p_x) / np.float64(q_x))
+
+
+def _tag(
+    fn: Callable[..., Any], bug: str, interface: str, reference: str, law: Callable[..., Law] | None = None
+) -> None:
+    """Attach the attributes the harness and the tests read."""
+    fn.bug = bug  # type: ignore[attr-defined]
+    fn.interface = interface  # type: ignore[attr-defined]
+    fn.reference = reference  # type: ignore[attr-defined]
+    if law is not None:
+        fn.outcome_law = law  # type: ignore[attr-defined]
+
+
+# ============================================================================ chain interface
+def _chain_arrays(draft_ids: Any, draft_probs: Any, target_probs: Any, uniforms: Any) -> tuple[Any, ...]:
+    """Converted chain-interface arrays, shapes checked; ``uniforms`` float64 [B, L+1] in [0, 1) or None."""
+    d = _ids(draft_ids, "draft_ids", 2)
+    B, L = d.shape
+    if B < 1 or L < 1:
+        raise ValueError(f"draft_ids: expected shape [B, L] with B, L >= 1, got {d.shape}")
+    q = _law_array(draft_probs, "draft_probs")
+    p = _law_array(target_probs, "target_probs")
+    if q.ndim != 3 or q.shape[:2] != (B, L) or q.shape[2] < 1:
+        raise ValueError(f"draft_probs: expected shape [B, L, V] = [{B}, {L}, V], got {q.shape}")
+    if p.shape != (B, L + 1, q.shape[2]):
+        raise ValueError(f"target_probs: expected shape [B, L+1, V] = [{B}, {L + 1}, {q.shape[2]}], got {p.shape}")
+    if uniforms is None:
+        return d, q, p, None
+    u = _to_numpy(uniforms)
+    if u.dtype.kind != "f" or u.shape != (B, L + 1):
+        raise ValueError(f"uniforms: expected floats of shape [B, L+1] = [{B}, {L + 1}], got {u.dtype} {u.shape}")
+    u = u.astype(np.float64)
+    if not np.all((u >= 0) & (u < 1)):
+        raise ValueError("uniforms: every entry must lie in [0, 1)")
+    return d, q, p, u
+
+
+def _run_chain(
+    row_fn: Callable[[np.ndarray, np.ndarray, np.ndarray, _Uniforms], list[int]],
+    draft_ids: Any,
+    draft_probs: Any,
+    target_probs: Any,
+    uniforms: Any,
+) -> np.ndarray:
+    """Apply a one-row SD function to every batch row; pad with -1 to [B, L+1]."""
+    d, q, p, u = _chain_arrays(draft_ids, draft_probs, target_probs, uniforms)
+    B, L = d.shape
+    rng = np.random.default_rng() if u is None else None
+    out = np.full((B, L + 1), -1, dtype=np.int64)
+    for b in range(B):
+        source = _Uniforms(rng=rng) if u is None else _Uniforms(row=u[b])
+        emitted = row_fn(d[b], q[b], p[b], source)
+        out[b, : len(emitted)] = emitted
+    return out

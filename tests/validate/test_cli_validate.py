@@ -1,0 +1,48 @@
+"""``spectr-gbv validate``: exit statuses 0 / 1 / 2, text and JSON output."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from spectr_gbv.cli.main import main
+
+MDBV = "spectr_gbv.reference.mdbv:MultiDraftBlockVerifier"
+RELEASED = "spectr_gbv.reference.spectr_gbv_released:ReleasedSpecTrGBVVerifier"
+
+
+def test_lossless_verifier_exits_0(capsys):
+    assert main(["validate", MDBV, "--level", "exact", "--budget", "quick"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(
+        f"Validation of {MDBV} (interface generic, level exact, reference -, budget quick, seed 0): PASSED"
+    )
+    assert "exact_defect[long_block]" in out and "adversarial_search" in out
+
+
+def test_lossy_verifier_exits_1_with_json(capsys):
+    code = main(["validate", RELEASED, "--level", "exact", "--budget", "quick", "--reference", "mdbv", "--json"])
+    assert code == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["passed"] is False and data["verifier"] == RELEASED and data["reference"] == "mdbv"
+    assert data["smallest_failure"]["diagnosis"] in {"not_lossless", "wrong_residual", "efficiency_above_optimum"}
+    failed = {c["name"] for c in data["checks"] if c["passed"] is False}
+    assert "exact_defect[dense]" in failed and "reference_law_exact[dense]" in failed
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["validate", "no_such_module_xyz:f"], "cannot import module 'no_such_module_xyz'"),
+        (["validate", "nocolon"], "bad verifier path 'nocolon'"),
+        (["validate", MDBV, "--interface", "tree"], "unknown interface 'tree'; valid: generic, chain, hf"),
+        (["validate", MDBV, "--reference", "nope"], "unknown method 'nope'"),
+        (["validate", MDBV, "--level", "fuzzy"], "level: expected one of exact, statistical"),
+        (["validate", MDBV, "--budget", "huge"], "budget: expected one of quick, standard, thorough"),
+    ],
+)
+def test_usage_errors_exit_2_with_one_line(capsys, argv, message):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("spectr-gbv validate: error: ") and message in err
