@@ -171,7 +171,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "transformers' assisted generation (peer), bound-based predictions and a law test of the first tokens; "
         "write runs.csv, results.json, summary.md and PNG plots into --out. The target is fetched when needed.",
     )
-    p.add_argument("--preset", default="quick", help="quick (about 15 min on a 2-core CPU) or full (default quick)")
+    p.add_argument("--preset", default="quick", help="quick (about 17 min on a 2-core CPU) or full (default quick)")
     p.add_argument("--datasets", help=f"comma-separated prompt sets among {','.join(DATASET_NAMES)}")
     p.add_argument("--methods", help=f"comma-separated methods among {','.join(METHOD_NAMES)} (ar is always run)")
     p.add_argument("--prompts", dest="num_prompts", metavar="N", help="prompts per dataset")
