@@ -84,7 +84,8 @@ def _check_law(law: Any, drafts: np.ndarray, n: int, exact: bool) -> dict[tuple[
             raise ExactUnavailable(f"outcome_law gave probability {prob!r} to {o}")
         out[o] = prob if exact and isinstance(prob, Fraction | int) else float(prob)
     total = sum(out.values())
-    if (exact and total != 1) or abs(float(total) - 1.0) > FLOAT_TOL:
+    rational = exact and all(isinstance(v, Fraction | int) for v in out.values())
+    if (rational and total != 1) or abs(float(total) - 1.0) > FLOAT_TOL:
         raise ExactUnavailable(f"outcome_law probabilities sum to {float(total)!r}, not 1")
     return out
 
@@ -204,6 +205,7 @@ def outcome_law_checks(
             )
             continue
         laws[bi.label] = law
+        exact = exact and all(isinstance(v, Fraction | int) for v in law.values())  # a float law is checked in floats
         target = bi.instance.target if exact else bi.instance.target.to_float()
         defect = validity_defect(target, law, bi.instance.L)
         ok = defect == 0 if exact else float(defect) <= FLOAT_TOL

@@ -2,7 +2,8 @@ r"""Reference check: the law of the emitted tokens given fixed drafts against a 
 
 When the user names the algorithm the verifier claims to implement (``reference="sd"``,
 ``"bv"``, ``"mdbv"``, ...), the harness fixes one draft tuple per battery instance (the most
-informative of 64 drawn from q: the one whose reference law has the largest entropy), calls
+informative of 64 drawn from q: among those the reference rejects with probability >= 0.05,
+the one whose reference law has the largest entropy), calls
 the verifier many times on exactly that input, and G-tests the observed outputs against the
 reference's exact :meth:`~spectr_gbv.reference.Verifier.outcome_law`. Conditioning on the
 drafts removes the averaging over q that hides subtle bugs in the end-to-end law (a
@@ -50,6 +51,10 @@ def check_reference(name: str | None) -> str | None:
     return name
 
 
+#: Smallest rejection probability P(tau < L) that makes a draft tuple preferred by :func:`pick_drafts`.
+MIN_REJECTION = 0.05
+
+
 def _entropy(law: dict[tuple[int, ...], float]) -> float:
     v = np.array([float(x) for x in law.values()])
     v = v[v > 0]
@@ -61,12 +66,15 @@ def pick_drafts(
 ) -> tuple[np.ndarray, dict[Any, float]]:
     """The draft tuple [K, L] (among :data:`CANDIDATES` from q) whose reference law has most entropy.
 
+    Drafts the reference rejects with probability >= :data:`MIN_REJECTION` come first, so the
+    residual (where most public bugs live) is exercised.
+
     ``law_fn`` replaces ``get_verifier(reference).outcome_law`` (e.g. a verifier's own law).
     """
     tables = Tables(bi.float_instance)
     outcome_law = law_fn or get_verifier(reference).outcome_law
     cands = tables.sample_drafts(CANDIDATES, bi.K, rng)
-    best: tuple[float, np.ndarray, dict[Any, float]] | None = None
+    best: tuple[tuple[bool, float], np.ndarray, dict[Any, float]] | None = None
     seen = set()
     for d in cands:
         key = d.tobytes()
@@ -75,9 +83,10 @@ def pick_drafts(
         seen.add(key)
         q, p = tables.rows(d)
         law = {o: float(v) for o, v in outcome_law(d, q, p).items()}
-        h = _entropy(law)
-        if best is None or h > best[0]:
-            best = (h, d, law)
+        rejects = sum(v for o, v in law.items() if len(o) <= bi.instance.L)  # P(tau < L): residual draws
+        score = (rejects >= MIN_REJECTION, _entropy(law))
+        if best is None or score > best[0]:
+            best = (score, d, law)
     assert best is not None
     return best[1], best[2]
 
