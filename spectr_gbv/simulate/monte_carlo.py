@@ -87,6 +87,65 @@ class MonteCarloResult:
     iterations_for_power: int
 
 
+@dataclass(frozen=True)
+class GTest:
+    """A G-test outcome: statistic, degrees of freedom, p-value, cells after pooling."""
+
+    g: float
+    df: int
+    p_value: float
+    cells: int
+
+
+def pooled_g_test(observed: np.ndarray, expected_prob: np.ndarray) -> GTest:
+    """G-test of counts against probabilities (cells with expected count < 5 pooled).
+
+    Cells of expected count below 5 are pooled into one; if that cell is still below 5 it is
+    merged into the smallest other cell, so every tested cell expects at least 5 (the
+    chi-square approximation of G is anti-conservative for tiny expected counts).
+
+    Parameters
+    ----------
+    observed : ndarray, shape [c], int
+    expected_prob : ndarray, shape [c], float
+        Probabilities (renormalised to sum to 1).
+
+    Returns
+    -------
+    GTest
+        ``p_value = 0`` and ``g = inf`` when a cell of probability 0 is observed; ``df = 0``,
+        ``p_value = 1`` when fewer than two cells remain.
+
+    References
+    ----------
+    :func:`scipy.stats.power_divergence` (``lambda_="log-likelihood"``); McDonald, Handbook of
+    Biological Statistics (G-test; pooling of small expected counts).
+    """
+    obs = np.asarray(observed, dtype=np.float64)
+    prob = np.asarray(expected_prob, dtype=np.float64)
+    total = obs.sum()
+    if total <= 0:
+        return GTest(0.0, 0, 1.0, 0)
+    prob = prob / prob.sum()
+    if np.any(obs[prob <= 0] > 0):
+        return GTest(math.inf, max(int((prob > 0).sum()) - 1, 1), 0.0, int((prob > 0).sum()))
+    keep = prob > 0
+    obs, exp = obs[keep], prob[keep] * total
+    small = exp < 5
+    if small.any():
+        obs = np.append(obs[~small], obs[small].sum())
+        exp = np.append(exp[~small], exp[small].sum())
+        if exp[-1] < 5 and len(exp) > 1:  # a pooled cell still below 5 joins the smallest other cell
+            k = int(np.argmin(exp[:-1]))
+            obs[k] += obs[-1]
+            exp[k] += exp[-1]
+            obs, exp = obs[:-1], exp[:-1]
+    if len(obs) < 2:
+        return GTest(0.0, 0, 1.0, len(obs))
+    g, p = stats.power_divergence(obs, exp, lambda_="log-likelihood")
+    return GTest(float(g), len(obs) - 1, float(p), len(obs))
+
+
 #: Largest K * L * N (draft tokens sampled) :func:`monte_carlo` accepts (minutes of pure Python).
 MAX_DRAFT_TOKENS = 50_000_000
 
@@ -278,16 +337,8 @@ def monte_carlo(
             seq.append(_sample_token(row, rng))
         counts[int(np.ravel_multi_index(tuple(seq[:m]), (n,) * m))] += 1
     expected = np.array([float(p.prob(y, extend=True)) for y in itertools.product(range(n), repeat=m)])
-    expected *= num_iterations
-    small = expected < 5
-    obs = np.append(counts[~small], counts[small].sum()) if small.any() else counts
-    exp = np.append(expected[~small], expected[small].sum()) if small.any() else expected
-    keep = exp > 0
-    if np.any(obs[~keep] > 0):  # an output p gives probability 0: certainly not lossless
-        g, pval = math.inf, 0.0
-    else:
-        g, pval = stats.power_divergence(obs[keep], exp[keep], lambda_="log-likelihood")
-    df = max(int(keep.sum()) - 1, 1)
+    test = pooled_g_test(counts, expected)  # an output p gives probability 0: g = inf, p = 0
+    g, pval, df = test.g, test.p_value, max(test.df, 1)
     mean = float(taus.mean())
     half = float(stats.t.isf((1 - confidence) / 2, num_iterations - 1) * taus.std(ddof=1) / math.sqrt(num_iterations))
     return MonteCarloResult(

@@ -40,7 +40,8 @@ import numpy as np
 from scipy import stats
 
 from spectr_gbv.simulate.exact import EnumerationTooLargeError, simulate_exact
-from spectr_gbv.simulate.monte_carlo import g_test_power, iterations_for_power
+from spectr_gbv.simulate.monte_carlo import GTest, g_test_power, iterations_for_power
+from spectr_gbv.simulate.monte_carlo import pooled_g_test as g_test
 from spectr_gbv.theory import bounds, lp
 from spectr_gbv.validate.battery import BatteryInstance, Tables
 from spectr_gbv.validate.checks_structural import StructuralTally, run_batch
@@ -61,60 +62,6 @@ CANDIDATES_MULTI: tuple[str, ...] = ("sd", "bv", "mdbv", "spectr", "rrs", "gbv_m
 
 
 # ---------------------------------------------------------------------------- tests
-@dataclass(frozen=True)
-class GTest:
-    """A G-test outcome: statistic, degrees of freedom, p-value, cells after pooling."""
-
-    g: float
-    df: int
-    p_value: float
-    cells: int
-
-
-def g_test(observed: np.ndarray, expected_prob: np.ndarray) -> GTest:
-    """G-test of counts against probabilities (cells with expected count < 5 pooled).
-
-    Cells of expected count below 5 are pooled into one; if that cell is still below 5 it is
-    merged into the smallest other cell, so every tested cell expects at least 5 (the
-    chi-square approximation of G is anti-conservative for tiny expected counts).
-
-    Parameters
-    ----------
-    observed : ndarray, shape [c], int
-    expected_prob : ndarray, shape [c], float
-        Probabilities (renormalised to sum to 1).
-
-    Returns
-    -------
-    GTest
-        ``p_value = 0`` and ``g = inf`` when a cell of probability 0 is observed; ``df = 0``,
-        ``p_value = 1`` when fewer than two cells remain.
-    """
-    obs = np.asarray(observed, dtype=np.float64)
-    prob = np.asarray(expected_prob, dtype=np.float64)
-    total = obs.sum()
-    if total <= 0:
-        return GTest(0.0, 0, 1.0, 0)
-    prob = prob / prob.sum()
-    if np.any(obs[prob <= 0] > 0):
-        return GTest(math.inf, max(int((prob > 0).sum()) - 1, 1), 0.0, int((prob > 0).sum()))
-    keep = prob > 0
-    obs, exp = obs[keep], prob[keep] * total
-    small = exp < 5
-    if small.any():
-        obs = np.append(obs[~small], obs[small].sum())
-        exp = np.append(exp[~small], exp[small].sum())
-        if exp[-1] < 5 and len(exp) > 1:  # a pooled cell still below 5 joins the smallest other cell
-            k = int(np.argmin(exp[:-1]))
-            obs[k] += obs[-1]
-            exp[k] += exp[-1]
-            obs, exp = obs[:-1], exp[:-1]
-    if len(obs) < 2:
-        return GTest(0.0, 0, 1.0, len(obs))
-    g, p = stats.power_divergence(obs, exp, lambda_="log-likelihood")
-    return GTest(float(g), len(obs) - 1, float(p), len(obs))
-
-
 def combine(tests: list[GTest]) -> GTest:
     """Sum of independent G statistics (and dfs) of several conditional multinomials."""
     if any(t.g == math.inf for t in tests):

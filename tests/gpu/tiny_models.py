@@ -7,7 +7,6 @@ large ``initializer_range`` so that the next-token laws are far from uniform.
 from __future__ import annotations
 
 import itertools
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,11 +15,10 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from scipy import stats as sstats  # noqa: E402
 from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
 
 from spectr_gbv.gpu.sampling import SamplingConfig, process_logits  # noqa: E402
-from spectr_gbv.simulate.monte_carlo import g_test_power  # noqa: E402
+from spectr_gbv.simulate.monte_carlo import g_test_power, pooled_g_test  # noqa: E402
 
 
 def tiny_llama(
@@ -99,18 +97,10 @@ def g_test(counts: np.ndarray, law: np.ndarray, *, alpha: float = 1e-3, power_tv
     """
     counts = np.asarray(counts, dtype=np.float64)
     n = int(counts.sum())
-    expected = law * n
-    small = expected < 5
-    obs = np.append(counts[~small], counts[small].sum()) if small.any() else counts
-    exp = np.append(expected[~small], expected[small].sum()) if small.any() else expected
-    keep = exp > 0
-    df = max(int(keep.sum()) - 1, 1)
+    test = pooled_g_test(counts, law)
+    df = max(test.df, 1)
     tv = 0.5 * float(np.abs(counts / n - law).sum())
-    if np.any(obs[~keep] > 0):
-        g, p = math.inf, 0.0
-    else:
-        g, p = sstats.power_divergence(obs[keep], exp[keep], lambda_="log-likelihood")
-    return GTestResult(float(g), float(p), df, n, alpha, tv, g_test_power(n, df, alpha, power_tv), power_tv)
+    return GTestResult(test.g, test.p_value, df, n, alpha, tv, g_test_power(n, df, alpha, power_tv), power_tv)
 
 
 def first_tokens_counts(tokens: torch.Tensor, prompt_len: int, m: int, vocab_size: int) -> np.ndarray:
