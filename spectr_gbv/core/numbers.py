@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-#: Absolute tolerance on a float64 probability row's sum (|sum - 1| <= FLOAT_ROW_ATOL).
+#: Absolute tolerance on a float64 probability row's sum (``|sum - 1| <= FLOAT_ROW_ATOL``).
 #: Exact rows must sum to exactly 1.
 FLOAT_ROW_ATOL = 1e-9
 

@@ -17,16 +17,20 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from spectr_gbv.gpu.prompts import DATASETS
+
 METHODS = ("ar", "sd", "bv", "spectr", "rrs", "mdbv", "gbv_multipath")
 """Methods benchmarked, in report order (stable names of the decoder)."""
 SINGLE_DRAFT = ("sd", "bv")
 """Methods that verify one draft: always K = 1."""
 K_AXIS = (1, 3, 5, 7)
+"""Numbers of drafts K swept (Lin et al. 2026, ablation over K)."""
 L_AXIS = (4, 8, 12, 16)
+"""Draft lengths L swept."""
 T_AXIS = (0.1, 0.4, 0.7)
+"""Sampling temperatures T swept (applied to target and draft alike)."""
 CENTRE = (3, 8, 0.7)
 """Centre (K, L, T) of the one-factor-at-a-time sweeps."""
-DATASETS = ("humaneval", "gsm", "instruct", "cpython")
 CHAT_DATASETS = ("gsm", "instruct")
 """Datasets whose prompts are questions: sent through the tokenizer's chat template."""
 LOSSLESS_PROMPTS = (

@@ -36,6 +36,7 @@ from spectr_gbv.gpu.bench_results import BenchResult
 if TYPE_CHECKING:
     from spectr_gbv.gpu.benchmark import BenchModels
 
+#: Columns of the peer rows (``transformers`` assisted generation), per dataset.
 PEER_FIELDS = (
     "tokens_generated",
     "time_s",
@@ -44,6 +45,7 @@ PEER_FIELDS = (
     "target_calls_per_token",
     "block_efficiency",
 )
+#: Columns of the prediction rows: Monte Carlo B(K) and B_BV(K) with standard errors.
 PREDICTION_FIELDS = (
     "num_drafts",
     "draft_length",
@@ -53,6 +55,7 @@ PREDICTION_FIELDS = (
     "bv_bound",
     "bv_bound_se",
 )
+#: Columns of the real-model law test rows.
 LAW_TEST_FIELDS = ("g_statistic", "p_value", "dof", "runs", "power", "power_tv", "observed_tv", "passed")
 
 

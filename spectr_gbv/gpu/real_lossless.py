@@ -314,7 +314,7 @@ def first_tokens_law_test(
         q (``None`` only for ``ar``).
     prompt : Tensor [T], int64
     method : str
-        A decoder method (:data:`spectr_gbv.gpu.LOSSLESS_METHODS`, or a lossy one with
+        A decoder method (:data:`~spectr_gbv.gpu.decoder.LOSSLESS_METHODS`, or a lossy one with
         ``allow_lossy=True``).
     num_drafts, draft_length : int
         K and L of the decoder (K = 1 for ``sd``/``bv``).

@@ -347,7 +347,7 @@ class Verifier(ABC):
     def law_key(self, drafts: DraftTuple) -> Hashable:
         """Key such that draft tuples with equal keys have equal outcome laws.
 
-        Default: the sorted tuple when :attr:`symmetric`, else the tuple itself. Verifiers
+        Default: the sorted tuple when ``symmetric``, else the tuple itself. Verifiers
         that read only part of the drafts override it (the exact simulator groups by it).
         """
         return tuple(sorted(drafts)) if self.symmetric else drafts

@@ -12,7 +12,7 @@ from spectr_gbv.reference.kernels import block_verify
 class MultiDraftBlockVerifier(Verifier):
     r"""Multi-draft block verification: BV draft after draft, each continuing the last.
 
-    Keep an accepted prefix P (empty) and the law R of the target token at position |P| + 1
+    Keep an accepted prefix P (empty) and the law R of the target token at position :math:`|P| + 1`
     (:math:`p(.|\emptyset)`). For k = 1..K in order: skip draft k unless it starts with P;
     else run block verification (Sun et al. 2024, Algorithm 2) on its remaining tokens
     :math:`x_{|P|+1..L}` against the target whose first conditional is R and later ones p;

@@ -95,8 +95,8 @@ class ReleasedSpecTrGBVVerifier(Verifier):
     The quirks are kept as released: the seen set, the whole-draft test without seen check,
     P and Q along draft j's own tokens, the residual formula. h can leave [0, 1]; it is clamped
     (the released code's ``rand < h`` does the same) and every weight that left is counted:
-    :attr:`last_diagnostics` ``["clamped"]`` (keys ``("h", j, i)``, i = L for the whole
-    draft; raw values in :attr:`last_out_of_range`). In exact arithmetic h never leaves
+    ``last_diagnostics`` ``["clamped"]`` (keys ``("h", j, i)``, i = L for the whole
+    draft; raw values in ``last_out_of_range``). In exact arithmetic h never leaves
     [0, 1] (numerator >= 0 by Jensen, denominator - numerator
     = :math:`1-(1-Q)^K - P[1-(1-r_0)^K] \ge 0`, and a zero denominator forces a zero
     numerator), so a nonzero count flags float64 rounding only.

@@ -299,7 +299,7 @@ def cic_bound_increment(target: TabularAR, draft: TabularAR, num_drafts: int, dr
     r"""The right-hand side of the monotonicity identity :math:`\sum_i\sum_{x^i} p\,r\,(1-r)^K`.
 
     Equals ``cic_bound(K+1) - cic_bound(K)`` (proved symbolically by
-    :func:`spectr_gbv.theory.properties.prove_monotonicity_identity`).
+    :func:`spectr_gbv.theory.symbolic.prove_monotonicity_identity`).
 
     Returns
     -------

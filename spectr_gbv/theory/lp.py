@@ -86,7 +86,7 @@ class LPResult:
         :math:`\frac12\sum_{y\in V^{L+1}}|\sum_m a(y^m)p(y_{m+1..L+1}|y^m) - p(y)|`. OT: total
         variation between the coupling's y-marginal and p on V^L.
     marginal_defect : Fraction
-        Largest |row sum - 1| of the kernel (OT: also |column mass - p(y)|).
+        Largest :math:`|\text{row sum} - 1|` of the kernel (OT: also :math:`|\text{column mass} - p(y)|`).
     value_exact_check : Fraction
         The objective recomputed exactly from the kernel.
     """

@@ -221,4 +221,4 @@ def reference_checks(
     return out
 
 
-__all__ = ["CANDIDATES", "check_reference", "pick_drafts", "reference_checks"]
+__all__ = ["CANDIDATES", "MIN_REJECTION", "check_reference", "pick_drafts", "reference_checks"]

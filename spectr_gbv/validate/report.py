@@ -66,7 +66,7 @@ class CheckResult:
         ``detail`` and in the report settings) at the test's Bonferroni level.
     instance : dict or None
         JSON spec that rebuilds the instance: ``{"kind", "name", "n", "L", "K", "instance":
-        <instance JSON of docs>, ...}``, plus ``"drafts"`` ([K][L] ids) or ``"uniforms"``
+        <instance JSON of docs>, ...}``, plus ``"drafts"`` (``[K][L]`` ids) or ``"uniforms"``
         when the check used fixed ones.
     detail : str
         One or a few human-readable sentences.

@@ -4,18 +4,18 @@ One small module per method, each the batched counterpart of a reference verifie
 (:mod:`spectr_gbv.reference`) with the same method name, THEORY.md reading, tie rules and
 residual fallbacks:
 
-========================  ==============================================  ======================
-method                    module                                           reference
-========================  ==============================================  ======================
-``ar``                    :mod:`~spectr_gbv.gpu.kernels.ar`                AutoregressiveVerifier
-``sd``                    :mod:`~spectr_gbv.gpu.kernels.sd`                SpeculativeDecodingVerifier
-``bv``                    :mod:`~spectr_gbv.gpu.kernels.bv` (+ ``block``)  BlockVerifier
-``spectr``                :mod:`~spectr_gbv.gpu.kernels.spectr` (+ kseq)   SpecTrVerifier
-``rrs``                   :mod:`~spectr_gbv.gpu.kernels.rrs`               RecursiveRejectionVerifier
-``gbv_multipath``         :mod:`~spectr_gbv.gpu.kernels.gbv_multipath`     MultiPathGreedyVerifier
-``mdbv``                  :mod:`~spectr_gbv.gpu.kernels.mdbv`              MultiDraftBlockVerifier
-``spectr_gbv_released``   :mod:`~spectr_gbv.gpu.kernels.released` (LOSSY)  ReleasedSpecTrGBVVerifier
-========================  ==============================================  ======================
+========================  ================================================  ============================
+method                    module                                            reference
+========================  ================================================  ============================
+``ar``                    :mod:`~spectr_gbv.gpu.kernels.ar`                 AutoregressiveVerifier
+``sd``                    :mod:`~spectr_gbv.gpu.kernels.sd`                 SpeculativeDecodingVerifier
+``bv``                    :mod:`~spectr_gbv.gpu.kernels.bv` (+ ``block``)   BlockVerifier
+``spectr``                :mod:`~spectr_gbv.gpu.kernels.spectr` (+ kseq)    SpecTrVerifier
+``rrs``                   :mod:`~spectr_gbv.gpu.kernels.rrs`                RecursiveRejectionVerifier
+``gbv_multipath``         :mod:`~spectr_gbv.gpu.kernels.gbv_multipath`      MultiPathGreedyVerifier
+``mdbv``                  :mod:`~spectr_gbv.gpu.kernels.mdbv`               MultiDraftBlockVerifier
+``spectr_gbv_released``   :mod:`~spectr_gbv.gpu.kernels.released` (LOSSY)   ReleasedSpecTrGBVVerifier
+========================  ================================================  ============================
 
 Public interface: :func:`verify`, :class:`VerifyOutput`, :data:`KERNEL_METHODS`.
 """
