@@ -26,13 +26,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from scipy import stats  # noqa: E402
 
 from spectr_gbv.core.instance import Instance  # noqa: E402
 from spectr_gbv.gpu.kernels import KERNELS, VerifyOutput, validate_inputs  # noqa: E402
 from spectr_gbv.gpu.kernels.common import KernelInputs, TorchUniforms  # noqa: E402
 from spectr_gbv.reference.base import iteration_inputs  # noqa: E402
-from spectr_gbv.simulate.monte_carlo import g_test_power  # noqa: E402
+from spectr_gbv.simulate.monte_carlo import g_test_power, pooled_g_test  # noqa: E402
 
 #: Significance level of every parity G-test.
 ALPHA = 1e-5
@@ -140,26 +139,11 @@ class GTest:
 
 
 def g_test(law: dict[tuple[int, ...], Fraction | float], counts: dict[tuple[int, ...], int]) -> GTest:
-    """G-test of ``counts`` against ``law`` (pooling expected counts < 5)."""
-    n = sum(counts.values())
+    """G-test of ``counts`` against ``law`` (:func:`pooled_g_test`: expected counts < 5 pooled)."""
     outside = tuple(o for o in counts if law.get(o, 0) <= 0)
-    cells = [(float(pr) * n, counts.get(o, 0)) for o, pr in law.items() if pr > 0]
-    big = [c for c in cells if c[0] >= 5]
-    small = [c for c in cells if c[0] < 5]
-    if small:
-        pooled = (sum(e for e, _ in small), sum(o for _, o in small))
-        if pooled[0] >= 5 or not big:
-            big.append(pooled)
-        else:
-            i = min(range(len(big)), key=lambda j: big[j][0])
-            big[i] = (big[i][0] + pooled[0], big[i][1] + pooled[1])
-    if len(big) < 2:
-        return GTest(0.0, 0, 1.0, outside, n)
-    exp = np.array([e for e, _ in big])
-    obs = np.array([o for _, o in big], dtype=np.float64)
-    exp = exp * (obs.sum() / exp.sum())
-    stat, pval = stats.power_divergence(obs, exp, lambda_="log-likelihood")
-    return GTest(float(stat), len(big) - 1, float(pval), outside, n)
+    support = [o for o, pr in law.items() if pr > 0]
+    result = pooled_g_test(np.array([counts.get(o, 0) for o in support]), np.array([float(law[o]) for o in support]))
+    return GTest(result.g, result.df, result.p_value, outside, sum(counts.values()))
 
 
 class ConstantUniforms:
