@@ -60,5 +60,41 @@ def test_sphinx_build_is_clean(tmp_path):
     assert 'id="spectr_gbv.theory.bounds.cic_bound"' in theory
     assert "Fraction(401, 216)" in theory  # the docstring example, rendered
     index = (tmp_path / "index.html").read_text()
-    for page in ("guide", "theory", "findings", "verifiers", "decoder", "bench", "validate", "api/index"):
+    for page in ("guide", "theory", "THEORY", "findings", "verifiers", "decoder", "bench", "validate", "bug_classes"):
         assert f'href="{page}.html"' in index, page
+    assert 'href="api/index.html"' in index
+    assert "Part B - public bug reports" in (tmp_path / "bug_classes.html").read_text()  # the included survey
+
+
+def _fenced(text: str, lang: str) -> list[str]:
+    return re.findall(rf"^```{lang}\n(.*?)^```$", text, flags=re.M | re.S)
+
+
+def test_guide_own_instance_example_prints_what_the_page_says(tmp_path, monkeypatch, capsys):
+    """The guide's "Your own instance" section: its JSON, its code and its printed output."""
+    guide = (DOCS / "guide.md").read_text()
+    section = guide.split("## Your own instance", 1)[1].split("\n## ", 1)[0]
+    (instance_json,) = _fenced(section, "json")
+    (code,) = _fenced(section, "python")
+    (printed,) = _fenced(section, "text")
+    (tmp_path / "my.json").write_text(instance_json)
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, "guide.md", "exec"), {})
+    assert capsys.readouterr().out == printed
+    assert printed.splitlines()[-1] == "True" and printed.startswith("1 5/6 5/6 ")
+
+
+@pytest.mark.parametrize(
+    "name, must_contain",
+    [
+        ("THEORY.md", ["# Multi-draft block verification", "### 6a. The released SpecTr-GBV", "## 7. Public"]),
+        ("ECOSYSTEM.md", ["## Part A - implementations", "## Part B - public bug reports"]),
+    ],
+)
+def test_shipped_project_notes_are_verbatim(name, must_contain):
+    """docs/THEORY.md and docs/ECOSYSTEM.md are the project's files (compared where those exist)."""
+    shipped = (DOCS / name).read_text()
+    assert all(text in shipped for text in must_contain)
+    original = ROOT.parent / "shared" / name
+    if original.exists():
+        assert shipped == original.read_text()

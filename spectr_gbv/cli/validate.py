@@ -2,11 +2,16 @@
 
 Exit status: 0 when every check passes, 1 when a check fails, 2 (one line on stderr) for a
 usage error: a bad import path, an unknown interface, level, budget or reference.
+
+The verifier's module is imported as ``python -m`` would: from the installed packages, the
+``PYTHONPATH``, or the current directory.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 
 from spectr_gbv.cli.common import UsageError
 from spectr_gbv.validate import INTERFACES, load_verifier, validate
@@ -24,7 +29,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             "adversarial search. Exit 0 when every check passes, 1 when one fails, 2 for a usage error."
         ),
     )
-    p.add_argument("verifier", metavar="module:function", help="import path of the verifier")
+    p.add_argument(
+        "verifier",
+        metavar="module:function",
+        help="import path of the verifier (installed, on PYTHONPATH, or a module in the current directory)",
+    )
     p.add_argument("--interface", default="generic", help=f"one of {', '.join(INTERFACES)} (default generic)")
     p.add_argument("--level", default="statistical", help=f"one of {', '.join(LEVELS)} (default statistical)")
     p.add_argument(
@@ -39,6 +48,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Execute ``validate``; returns 0 (all checks pass) or 1 (a check failed)."""
+    if os.getcwd() not in sys.path and "" not in sys.path:  # as ``python -m``: the current directory first
+        sys.path.insert(0, os.getcwd())
     try:
         verify = load_verifier(args.verifier, args.interface)
         report = validate(

@@ -358,8 +358,14 @@ def diagnose(s: Samples, reference: str | None, alpha_test: float, reuse_seen: b
         return "reuses_uniform", "the correction depends on the uniform that decided the rejection"
     method = matching_algorithm(s, reference, alpha_test)
     if method is None:
-        who = f"the reference {reference!r}" if reference else "any known lossless algorithm"
-        return "not_lossless", f"the accepted-length law matches no {who}: the acceptance rule is wrong"
+        who = f"that of the reference {reference!r}" if reference else "that of any known lossless algorithm"
+        why = f"the accepted-length law does not match {who}: the acceptance rule is wrong"
+        if s.invalid:
+            why += (
+                f" (or the {s.invalid} invalid outputs excluded from this test bias it: fix the structural "
+                "failures first)"
+            )
+        return "not_lossless", why
     if method == "sd" and reuse_signature(s, alpha_test):
         return "reuses_uniform", (
             "the acceptance matches 'sd' and the corrections follow a residual drawn with the uniform that "

@@ -109,6 +109,16 @@ class CheckResult:
         inst = self.instance or {}
         return tuple(float(inst.get(k, math.inf)) for k in ("n", "L", "K"))  # type: ignore[return-value]
 
+    @property
+    def draft_tuples(self) -> float:
+        """n^(L K), the number of draft tuples of the check's instance (infinite when it has none).
+
+        The size a person debugging the failure has to read: (n, L, K) = (3, 1, 2) has 9 draft
+        tuples, (2, 5, 2) has 1,024.
+        """
+        n, L, K = self.size_key
+        return n ** (L * K) if math.isfinite(n + L + K) else math.inf
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (non-finite floats become the strings ``"inf"``, ``"-inf"``, ``"nan"``)."""
         return _jsonable(asdict(self))
@@ -189,13 +199,18 @@ class ValidationReport:
 
     @property
     def smallest_failure(self) -> CheckResult | None:
-        """The failed check on the smallest instance (n, then L, then K; then smallest p-value)."""
+        """The failed check on the smallest instance.
+
+        Smallest: fewest draft tuples n^(L K) (:attr:`CheckResult.draft_tuples`), then smallest
+        (n, L, K), then the category order of :data:`CATEGORIES`, then the smallest p-value.
+        """
         fails = self.failures
         if not fails:
             return None
         return min(
             fails,
             key=lambda c: (
+                c.draft_tuples,
                 c.size_key,
                 CATEGORIES.index(c.category),
                 c.p_value if c.p_value is not None else 0.0,

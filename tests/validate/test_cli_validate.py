@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -19,6 +20,17 @@ def test_lossless_verifier_exits_0(capsys):
         f"Validation of {MDBV} (interface generic, level exact, reference -, budget quick, seed 0): PASSED"
     )
     assert "exact_defect[long_block]" in out and "adversarial_search" in out
+
+
+def test_a_module_in_the_current_directory_is_found(capsys, tmp_path, monkeypatch):
+    """As ``python -m`` does, the CLI imports the verifier's module from the current directory."""
+    (tmp_path / "my_cwd_verifier.py").write_text(
+        "from spectr_gbv.validate.mutants import CORRECT\n\nverify = CORRECT['sd']\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    assert main(["validate", "my_cwd_verifier:verify", "--budget", "quick", "--reference", "sd"]) == 0
+    assert "PASSED" in capsys.readouterr().out.splitlines()[0]
 
 
 def test_lossy_verifier_exits_1_with_json(capsys):

@@ -223,6 +223,10 @@ def test_check_result_and_report_rules():
     c = CheckResult("c", "exact", None, statistic=math.inf)
     rep = ValidationReport("v", "generic", "exact", "exact", None, 0, "quick", [a, b, c])
     assert rep.smallest_failure is b and not rep.passed and rep.failures == [a, b]
+    # fewest draft tuples first: (3, 1, 2) has 9, (2, 5, 2) has 1,024
+    long = CheckResult("long", "exact", False, instance={"n": 2, "L": 5, "K": 2}, diagnosis="not_lossless")
+    assert (long.draft_tuples, a.draft_tuples, c.draft_tuples) == (1024, 9, math.inf)
+    assert ValidationReport("v", "generic", "exact", "exact", None, 0, "quick", [long, a]).smallest_failure is a
     assert json.loads(rep.to_json())["checks"][2]["statistic"] == "inf"
     assert ValidationReport("v", "generic", "exact", "exact", None, 0, "quick", [c]).passed
     assert len(CATEGORIES) == 7 and DIAGNOSES[-1] == "ok"
