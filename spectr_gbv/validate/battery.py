@@ -2,7 +2,7 @@
 
 Every battery instance is small enough that its laws can be enumerated (vocabulary 2-5, draft
 length 1-5) and is built in exact rationals (its float64 copy is what the verifier sees at the
-statistical level). The kinds, each aimed at a class of public bug (/work/shared/ECOSYSTEM.md):
+statistical level). The kinds, each aimed at a class of public bug (ECOSYSTEM.md, shipped as docs/ECOSYSTEM.md):
 
 ========================  ====  ====  ==  =================================================
 kind                       n     L    K   what it exercises

@@ -27,16 +27,17 @@ from typing import Any
 import numpy as np
 
 from spectr_gbv.simulate.exact import expected_accepted
-from spectr_gbv.validate import adversarial, checks_exact, checks_statistical, checks_structural, reference_check
-from spectr_gbv.validate.battery import BatteryInstance, Tables, default_battery, user_battery
-from spectr_gbv.validate.interfaces import (
-    Adapter,
-    CallGuard,
-    VerifierFailure,
-    VerifierTimedOut,
-    check_interface,
-    make_adapter,
+from spectr_gbv.validate import (
+    adversarial,
+    checks_exact,
+    checks_probes,
+    checks_statistical,
+    checks_structural,
+    reference_check,
 )
+from spectr_gbv.validate.battery import BatteryInstance, Tables, default_battery, user_battery
+from spectr_gbv.validate.calls import CallGuard, VerifierFailure, VerifierTimedOut
+from spectr_gbv.validate.interfaces import Adapter, check_interface, make_adapter
 from spectr_gbv.validate.report import CATEGORIES, CheckResult, ValidationReport
 
 LEVELS: tuple[str, ...] = ("exact", "statistical")
@@ -159,7 +160,7 @@ def validate(
 
     References
     ----------
-    THEORY.md section 2 (validity defect); /work/shared/ECOSYSTEM.md (bug classes B1-B12).
+    THEORY.md section 2 (validity defect); ECOSYSTEM.md, shipped as docs/ECOSYSTEM.md (bug classes B1-B12).
 
     Examples
     --------
@@ -234,18 +235,14 @@ def _phases(
 
     # 2. structural probes
     K0 = first.K
-    run.add(
-        run.guarded("determinism", first.spec(), checks_structural.check_determinism, adapter, tables0, first, seed)
-    )
-    for res in run.guarded("placeholder probe", None, checks_structural.check_placeholders, adapter, K0, seed) or []:
+    run.add(run.guarded("determinism", first.spec(), checks_probes.check_determinism, adapter, tables0, first, seed))
+    for res in run.guarded("placeholder probe", None, checks_probes.check_placeholders, adapter, K0, seed) or []:
         run.add(res)
-    run.add(run.guarded("zero-coin probe", None, checks_structural.check_zero_coin, adapter, K0, seed))
-    run.add(
-        run.guarded("degenerate residual probe", None, checks_structural.check_degenerate_residual, adapter, K0, seed)
-    )
-    run.add(run.guarded("NaN probe", None, checks_structural.check_nan_row, adapter, K0, seed))
+    run.add(run.guarded("zero-coin probe", None, checks_probes.check_zero_coin, adapter, K0, seed))
+    run.add(run.guarded("degenerate residual probe", None, checks_probes.check_degenerate_residual, adapter, K0, seed))
+    run.add(run.guarded("NaN probe", None, checks_probes.check_nan_row, adapter, K0, seed))
     if adapter.interface == "chain":
-        res, run.reuse_seen = checks_structural.check_uniform_reuse(adapter, seed)
+        res, run.reuse_seen = checks_probes.check_uniform_reuse(adapter, seed)
         run.add(res)
     report.checks = [c for c in report.checks if c is not None]
 

@@ -29,268 +29,31 @@ Interfaces (:data:`INTERFACES`):
     caller's RNG state afterwards) and reads ``(valid_tokens [1, m], n_matches)`` as the
     emitted tokens ``valid_tokens[0]`` (``m`` must be ``n_matches + 1``).
 
-Every call runs in one worker thread under a per-call time limit (:class:`CallGuard`): a
-verifier that raises gives :class:`VerifierRaised`, one that hangs :class:`VerifierTimedOut`
-(and is never called again), so the harness reports instead of crashing.
+Every call runs in one worker thread under a per-call time limit
+(:class:`~spectr_gbv.validate.calls.CallGuard`), and outputs are read by
+:mod:`spectr_gbv.validate.outputs`, so a verifier that raises, hangs or returns garbage is
+reported instead of crashing the harness.
 """
 
 from __future__ import annotations
 
-import ctypes
 import importlib
 import importlib.util
 import inspect
-import queue
-import threading
 import time
-import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from spectr_gbv.validate.calls import CallGuard, VerifierFailure, VerifierRaised, VerifierTimedOut, as_raised
+from spectr_gbv.validate.outputs import Emitted, read_padded, read_sequence, to_numpy
 
 #: Interface names accepted by :func:`~spectr_gbv.validate.validate` and the CLI.
 INTERFACES: tuple[str, ...] = ("generic", "chain", "hf")
 
 #: Rows per call of a chain verifier.
 CHAIN_BATCH = 4096
-
-
-# ---------------------------------------------------------------------------- call guard
-class VerifierFailure(Exception):
-    """The verifier could not be run: it raised (:class:`VerifierRaised`) or hung."""
-
-    diagnosis = "raises"
-
-
-class VerifierRaised(VerifierFailure):
-    """The verifier raised an exception; ``row`` is the batch row, ``error`` the exception."""
-
-    diagnosis = "raises"
-
-    def __init__(self, message: str, error: BaseException | None = None, row: int | None = None) -> None:
-        super().__init__(message)
-        self.error = error
-        self.row = row
-
-
-class VerifierTimedOut(VerifierFailure):
-    """A call exceeded the per-call time limit; the verifier is not called again."""
-
-    diagnosis = "timeout"
-
-
-class _Abandon(BaseException):
-    """Injected into a worker thread whose call timed out (stops pure-Python loops)."""
-
-
-@dataclass
-class _Box:
-    done: threading.Event = field(default_factory=threading.Event)
-    value: Any = None
-    error: BaseException | None = None
-
-
-class CallGuard:
-    """Run verifier calls in a worker thread with a per-call time limit.
-
-    A job (a function that makes several verifier calls) runs in one daemon worker thread;
-    it calls :meth:`tick` before each verifier call. The caller waits and raises
-    :class:`VerifierTimedOut` when the call in progress has run longer than ``time_limit_s``;
-    the worker is then sent an asynchronous exception (which stops a pure-Python loop; a call
-    blocked in C keeps its daemon thread until the process exits) and the guard refuses every
-    later job.
-
-    Parameters
-    ----------
-    time_limit_s : float
-        Seconds one verifier call may take, > 0.
-
-    Raises
-    ------
-    ValueError
-        ``time_limit_s`` not a positive number.
-    """
-
-    def __init__(self, time_limit_s: float) -> None:
-        if not isinstance(time_limit_s, int | float) or isinstance(time_limit_s, bool) or not time_limit_s > 0:
-            raise ValueError(f"time_limit_s: expected a positive number of seconds, got {time_limit_s!r}")
-        self.time_limit_s = float(time_limit_s)
-        self.dead: str | None = None
-        self.calls = 0
-        self._jobs: queue.Queue[tuple[Callable[[], Any], _Box]] = queue.Queue()
-        self._thread: threading.Thread | None = None
-        self._call_start = 0.0
-
-    def tick(self) -> None:
-        """Mark the start of one verifier call (called from the job, in the worker)."""
-        self._call_start = time.monotonic()
-        self.calls += 1
-
-    def _worker(self) -> None:
-        while True:
-            job, box = self._jobs.get()
-            try:
-                box.value = job()
-            except BaseException as exc:  # noqa: BLE001 - everything is reported to the caller
-                box.error = exc
-            box.done.set()
-
-    def run(self, job: Callable[[], Any]) -> Any:
-        """Run ``job`` in the worker and return its value (re-raising its exception).
-
-        Raises
-        ------
-        VerifierTimedOut
-            A verifier call exceeded the limit now or in an earlier job.
-        """
-        if self.dead:
-            raise VerifierTimedOut(self.dead)
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._worker, name="spectr-gbv-verifier", daemon=True)
-            self._thread.start()
-        box = _Box()
-        self._call_start = time.monotonic()
-        self._jobs.put((job, box))
-        poll = min(0.05, self.time_limit_s / 4)
-        while not box.done.wait(poll):
-            if time.monotonic() - self._call_start > self.time_limit_s:
-                self.dead = (
-                    f"a verifier call ran longer than the per-call limit of {self.time_limit_s:g} s; "
-                    "the verifier was not called again"
-                )
-                self._abandon()
-                raise VerifierTimedOut(self.dead)
-        if box.error is not None:
-            raise box.error
-        return box.value
-
-    def _abandon(self) -> None:
-        thread = self._thread
-        if thread is not None and thread.ident is not None:
-            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(_Abandon))
-
-
-def _raised(exc: BaseException, row: int | None) -> VerifierRaised:
-    frames = traceback.extract_tb(exc.__traceback__)
-    where = f" at {frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno}" if frames else ""
-    msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    text = f"{type(exc).__name__}{': ' + msg[:200] if msg else ''}{where}"
-    return VerifierRaised(text, exc, row)
-
-
-# ---------------------------------------------------------------------------- outputs
-@dataclass
-class Emitted:
-    """Emitted tokens of a batch of verifier calls, left-aligned.
-
-    Attributes
-    ----------
-    tokens : ndarray, shape [B, L+1], int64
-        Row b: the emitted tokens, then -1 (entries of a malformed row are -1).
-    lengths : ndarray, shape [B], int64
-        Number of emitted tokens (0 for a malformed row).
-    problems : dict of int to (str, str)
-        Row -> (diagnosis, message) for outputs that could not be read as tokens (NaN, not
-        integers, wrong shape, inconsistent -1 padding, more than L+1 tokens).
-    """
-
-    tokens: np.ndarray
-    lengths: np.ndarray
-    problems: dict[int, tuple[str, str]] = field(default_factory=dict)
-
-
-def _to_numpy(out: Any) -> Any:
-    if type(out).__module__.startswith("torch"):
-        try:
-            return out.detach().cpu().numpy()
-        except Exception:  # noqa: BLE001 - a garbage object is reported as bad output
-            return out
-    return out
-
-
-def read_sequence(out: Any) -> tuple[tuple[int, ...] | None, tuple[str, str] | None]:
-    """Read one generic verifier output as a tuple of ints.
-
-    Returns
-    -------
-    (tokens, None) or (None, (diagnosis, message))
-        ``nan_or_out_of_vocab`` for NaN/inf entries, ``bad_output`` for anything that is not
-        a 1-D sequence of integers.
-    """
-    if type(out) in (list, tuple) and all(type(x) is int for x in out):
-        return tuple(out), None
-    out = _to_numpy(out)
-    if not isinstance(out, list | tuple | np.ndarray):
-        return None, ("bad_output", f"returned a {type(out).__name__}, expected a sequence of token ids")
-    try:
-        arr = np.asarray(out)
-    except Exception as exc:  # noqa: BLE001 - ragged or odd objects
-        return None, ("bad_output", f"output is not an array of ints ({type(exc).__name__})")
-    if arr.ndim != 1:
-        return None, ("bad_output", f"output has shape {arr.shape}, expected a 1-D sequence")
-    if arr.dtype.kind == "f":
-        if not np.all(np.isfinite(arr)):
-            return None, ("nan_or_out_of_vocab", f"output contains NaN or inf: {arr.tolist()}")
-        if not np.all(arr == np.round(arr)):
-            return None, ("bad_output", f"output contains non-integer values: {arr.tolist()}")
-        return tuple(int(x) for x in arr), None
-    if arr.dtype.kind in "iu":
-        return tuple(int(x) for x in arr), None
-    if arr.dtype == object:
-        vals = []
-        for x in arr:
-            if isinstance(x, float) and not np.isfinite(x):
-                return None, ("nan_or_out_of_vocab", f"output contains NaN or inf: {arr.tolist()}")
-            if isinstance(x, bool) or not isinstance(x, int | np.integer):
-                return None, ("bad_output", f"output entry {x!r} is not an int")
-            vals.append(int(x))
-        return tuple(vals), None
-    return None, ("bad_output", f"output has dtype {arr.dtype}, expected integer token ids")
-
-
-def read_padded(out: Any, B: int, L: int) -> Emitted:
-    """Read a chain verifier's output [B, L+1] (-1 after the emitted tokens) into :class:`Emitted`."""
-    tokens = np.full((B, L + 1), -1, dtype=np.int64)
-    lengths = np.zeros(B, dtype=np.int64)
-    res = Emitted(tokens, lengths)
-    out = _to_numpy(out)
-    try:
-        arr = np.asarray(out)
-    except Exception:  # noqa: BLE001
-        arr = np.asarray(None, dtype=object)
-    if arr.shape != (B, L + 1) or arr.dtype.kind not in "iuf":
-        msg = f"output has shape {arr.shape} and dtype {arr.dtype}, expected int64 [{B}, {L + 1}]"
-        res.problems = {b: ("bad_output", msg) for b in range(B)}
-        return res
-    if arr.dtype.kind == "f":
-        bad = ~np.isfinite(arr).all(axis=1)
-        for b in np.flatnonzero(bad):
-            res.problems[int(b)] = ("nan_or_out_of_vocab", f"output row contains NaN or inf: {arr[b].tolist()}")
-        frac = np.isfinite(arr) & (arr != np.round(arr))
-        for b in np.flatnonzero(frac.any(axis=1) & ~bad):
-            res.problems[int(b)] = ("bad_output", f"output row contains non-integer values: {arr[b].tolist()}")
-        arr = np.where(np.isfinite(arr), arr, -2).astype(np.int64)
-    arr = arr.astype(np.int64)
-    pad = arr == -1
-    first = np.where(pad.any(axis=1), pad.argmax(axis=1), L + 1)
-    after = np.arange(L + 1)[None, :] >= first[:, None]
-    inconsistent = (after & ~pad).any(axis=1)
-    for b in np.flatnonzero(inconsistent):
-        if int(b) not in res.problems:
-            res.problems[int(b)] = (
-                "bad_output",
-                f"output row {arr[b].tolist()}: a token after the first -1 (padding must be -1 to the end)",
-            )
-    for b in np.flatnonzero(first == 0):
-        if int(b) not in res.problems:
-            res.problems[int(b)] = ("bad_output", f"output row {arr[b].tolist()} emits no token")
-    ok = np.ones(B, dtype=bool)
-    ok[list(res.problems)] = False
-    tokens[ok] = np.where(after[ok], -1, arr[ok])
-    lengths[ok] = first[ok]
-    return res
 
 
 # ---------------------------------------------------------------------------- adapters
@@ -426,7 +189,7 @@ class GenericAdapter(Adapter):
                         guard._call_start = monotonic()  # noqa: SLF001 - inlined tick() on the hot path
                         append(fn(d[b], q[b], p[b], rng))
             except Exception as exc:  # noqa: BLE001 - reported as a failed check
-                raise _raised(exc, b) from exc
+                raise as_raised(exc, b) from exc
             guard.calls += B
             res = Emitted(np.full((B, L + 1), -1, dtype=np.int64), np.zeros(B, dtype=np.int64))
             for b, out in enumerate(outs):
@@ -469,7 +232,7 @@ class ChainAdapter(Adapter):
                 try:
                     out = fn(*args)
                 except Exception as exc:  # noqa: BLE001
-                    raise _raised(exc, lo) from exc
+                    raise as_raised(exc, lo) from exc
                 parts.append((lo, read_padded(out, hi - lo, L)))
             res = Emitted(np.full((B, L + 1), -1, dtype=np.int64), np.zeros(B, dtype=np.int64))
             for lo, part in parts:
@@ -518,10 +281,10 @@ class HFAdapter(Adapter):
                     try:
                         out = fn(ids[b : b + 1], logq[b : b + 1], L, logp[b : b + 1], **extra)
                     except Exception as exc:  # noqa: BLE001
-                        raise _raised(exc, b) from exc
+                        raise as_raised(exc, b) from exc
                     try:
                         valid, n_matches = out
-                        toks, problem = read_sequence(_to_numpy(valid).reshape(-1))
+                        toks, problem = read_sequence(to_numpy(valid).reshape(-1))
                         n = int(n_matches)
                     except Exception as exc:  # noqa: BLE001
                         res.problems[b] = (
@@ -653,18 +416,11 @@ __all__ = [
     "CHAIN_BATCH",
     "INTERFACES",
     "Adapter",
-    "CallGuard",
     "ChainAdapter",
-    "Emitted",
     "GenericAdapter",
     "HFAdapter",
-    "VerifierFailure",
-    "VerifierRaised",
-    "VerifierTimedOut",
     "check_interface",
     "load_verifier",
     "make_adapter",
-    "read_padded",
-    "read_sequence",
     "verifier_name",
 ]

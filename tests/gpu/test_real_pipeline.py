@@ -59,8 +59,27 @@ def test_law_of_the_first_token_on_the_real_pair(pair):
 
 def test_bench_cli_on_one_short_prompt(tmp_path, capsys):
     out = tmp_path / "bench"
-    argv = ["bench", "--datasets", "humaneval", "--prompts", "1", "--max-new-tokens", "12", "--methods", "sd,mdbv",
-            "--K", "3", "--L", "4", "--T", "0.7", "--no-lossless", "--quiet", "--out", str(out)]
+    argv = [
+        "bench",
+        "--datasets",
+        "humaneval",
+        "--prompts",
+        "1",
+        "--max-new-tokens",
+        "12",
+        "--methods",
+        "sd,mdbv",
+        "--K",
+        "3",
+        "--L",
+        "4",
+        "--T",
+        "0.7",
+        "--no-lossless",
+        "--quiet",
+        "--out",
+        str(out),
+    ]
     assert main(argv) == 0
     res = json.loads((out / "results.json").read_text())
     rows = {(r["method"], r["num_drafts"]): r for r in res["rows"]}

@@ -11,15 +11,11 @@ from spectr_gbv.core import default_instance
 from spectr_gbv.reference import get_verifier
 from spectr_gbv.validate import INTERFACES, load_verifier
 from spectr_gbv.validate.battery import Tables, default_battery, instance_from_spec
-from spectr_gbv.validate.checks_structural import classify, generator_with_first_uniform
-from spectr_gbv.validate.interfaces import (
-    CallGuard,
-    VerifierRaised,
-    VerifierTimedOut,
-    make_adapter,
-    read_padded,
-    read_sequence,
-)
+from spectr_gbv.validate.calls import CallGuard, VerifierRaised, VerifierTimedOut
+from spectr_gbv.validate.checks_probes import generator_with_first_uniform
+from spectr_gbv.validate.checks_structural import classify
+from spectr_gbv.validate.interfaces import make_adapter
+from spectr_gbv.validate.outputs import read_padded, read_sequence
 
 
 def test_interfaces_constant():
@@ -55,7 +51,7 @@ def test_classify_prefix_range_and_zero_probability():
     tables = Tables(bi.float_instance)
     drafts = tables.sample_drafts(3, bi.K, np.random.default_rng(0))
     _, p = tables.rows(drafts)
-    from spectr_gbv.validate.interfaces import Emitted
+    from spectr_gbv.validate.outputs import Emitted
 
     tok = np.full((3, 3), -1)
     d0 = drafts[0, 0]
