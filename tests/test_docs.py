@@ -98,3 +98,27 @@ def test_shipped_project_notes_are_verbatim(name, must_contain):
     original = ROOT.parent / "shared" / name
     if original.exists():
         assert shipped == original.read_text()
+
+
+def _transcripts(text: str) -> list[tuple[str, str]]:
+    """``$ spectr-gbv ...`` blocks of a page: (command line, the output shown under it)."""
+    out = []
+    for block in re.findall(r"^```\n(\$ spectr-gbv [^\n]*)\n(.*?)^```$", text, flags=re.M | re.S):
+        out.append((block[0][2:], block[1]))
+    return out
+
+
+GUIDE_TRANSCRIPTS = _transcripts((DOCS / "guide.md").read_text())
+
+
+def test_guide_has_transcripts():
+    assert [cmd.split()[1] for cmd, _ in GUIDE_TRANSCRIPTS] == ["bound", "simulate"]
+
+
+@pytest.mark.parametrize("command, shown", GUIDE_TRANSCRIPTS, ids=[c for c, _ in GUIDE_TRANSCRIPTS])
+def test_guide_transcript_is_what_the_command_prints(command, shown, capsys):
+    """Every full ``$ spectr-gbv`` transcript of the guide is the command's live output."""
+    from spectr_gbv.cli.main import main
+
+    assert main(command.split()[1:]) == 0
+    assert capsys.readouterr().out == shown

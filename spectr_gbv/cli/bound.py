@@ -6,7 +6,7 @@ import argparse
 
 from spectr_gbv.cli.common import UsageError, parse_ks, print_json, render_table, resolve_instance
 from spectr_gbv.core.numbers import display_value, json_value
-from spectr_gbv.theory.bounds import cic_limit
+from spectr_gbv.theory.bounds import cic_limit, draft_covers_target
 from spectr_gbv.theory.lp import LPTooLargeError
 from spectr_gbv.theory.table import bound_table
 
@@ -20,6 +20,7 @@ def run(args: argparse.Namespace) -> int:
     except LPTooLargeError as exc:
         raise UsageError(f"instance too large for the LPs ({exc}); rerun with --no-lp") from exc
     limit = cic_limit(inst.target, inst.draft, inst.L)
+    covers = draft_covers_target(inst.target, inst.draft, inst.L)
     if args.json:
         print_json(
             {
@@ -28,6 +29,7 @@ def run(args: argparse.Namespace) -> int:
                 "L": inst.L,
                 "exact": inst.exact,
                 "limit": json_value(limit),
+                "draft_covers_target": covers,
                 "rows": [r.to_json() for r in rows],
             }
         )
@@ -50,7 +52,8 @@ def run(args: argparse.Namespace) -> int:
         for r in rows
     ]
     print(render_table(headers, table))
-    print(f"K -> infinity limit of B, B_BV, PR: {display_value(limit)}  (L = {inst.L})")
+    cover = "q covers supp p on V^L" if covers else "q does not cover supp p on V^L, so the limit is below L"
+    print(f"K -> infinity limit of B, B_BV, PR: {display_value(limit)}  (L = {inst.L}; {cover})")
     return 0
 
 

@@ -1,4 +1,4 @@
-r"""``spectr-gbv bench``: the runner of the real-model decoding benchmark (issue 5).
+r"""``spectr-gbv bench``: the runner of the real-model decoding benchmark.
 
 Per dataset, grid point (:mod:`spectr_gbv.gpu.bench_config`) and prompt, one
 :meth:`~spectr_gbv.gpu.SpeculativeDecoder.generate` call (B = 1) is made; the

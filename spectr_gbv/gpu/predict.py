@@ -29,7 +29,7 @@ standard error ``sqrt(sum_c se_c^2) / C``.
 
 Also reported: ``alpha``, the mean over contexts, samples and positions t = 1..L of
 :math:`\sum_v \min\{p(v|c, Y^{t-1}), q(v|c, Y^{t-1})\}`, the per-token acceptance of a
-draft on target continuations (issue 5's alpha), and ``sd_value``, the E[tau] of token-level
+draft on target continuations (the acceptance rate alpha of docs/bench.md), and ``sd_value``, the E[tau] of token-level
 speculative decoding, :math:`E_{Y\sim p}[\sum_i\prod_{t\le i}\min\{1, q_t/p_t\}]` (exact
 for SD, whereas B_BV(1) is the BV value and B(1) the greedy value).
 

@@ -40,7 +40,7 @@ def assert_lossless(
     interface : str
         One of :data:`~spectr_gbv.validate.interfaces.INTERFACES`.
     budget : str
-        ``"quick"`` (default, for unit tests), ``"standard"`` (the issue's power target:
+        ``"quick"`` (default, for unit tests), ``"standard"`` (the harness's full power target:
         total-variation error 0.01 detected with power >= 0.99 at alpha = 1e-3) or
         ``"thorough"``.
     seed : int

@@ -10,7 +10,8 @@ Installed with the package, it adds to every pytest run:
 * ``spectr_instance`` - an :class:`~spectr_gbv.core.Instance`: the default instance (THEORY.md
   section 7), or, with ``@pytest.mark.parametrize("spectr_instance", [...], indirect=True)``,
   built from each parameter: an Instance, the instance JSON object (a dict), a path to an
-  instance JSON file, ``"default"``, or ``"random:n,L,seed"``.
+  instance JSON file (a relative path is looked up next to the test module first, then in
+  the current directory), ``"default"``, or ``"random:n,L,seed"``.
 
 The plugin never imports torch, and imports the harness only when a fixture is used.
 
@@ -25,7 +26,9 @@ A test module of another project::
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -73,7 +76,7 @@ def spectr_validate(spectr_budget: str) -> Callable[..., Any]:
     return functools.partial(validate, budget=spectr_budget)
 
 
-def build_instance(spec: Any) -> Any:
+def build_instance(spec: Any, base_dir: str | os.PathLike[str] | None = None) -> Any:
     """Build an :class:`~spectr_gbv.core.Instance` from a fixture parameter.
 
     Parameters
@@ -82,6 +85,9 @@ def build_instance(spec: Any) -> Any:
         An Instance (returned as is); the instance JSON object; ``"default"``;
         ``"random:n,L,seed"`` (exact :func:`~spectr_gbv.core.random_instance`); or a path to an
         instance JSON file.
+    base_dir : str or os.PathLike, optional
+        Where a relative path is looked up first (the fixture passes the test module's
+        directory); then the current directory.
 
     Returns
     -------
@@ -107,7 +113,10 @@ def build_instance(spec: Any) -> Any:
             raise ValueError(f"spectr_instance: expected 'random:n,L,seed', got {spec!r}") from exc
         return random_instance(n, L, seed)
     if isinstance(spec, str) or hasattr(spec, "__fspath__"):
-        return load_instance(spec)
+        path = Path(spec)
+        if base_dir is not None and not path.is_absolute() and (Path(base_dir) / path).exists():
+            path = Path(base_dir) / path
+        return load_instance(path)
     raise ValueError(f"spectr_instance: cannot build an instance from {spec!r}")
 
 
@@ -119,4 +128,4 @@ def spectr_instance(request: pytest.FixtureRequest) -> Any:
     -------
     Instance
     """
-    return build_instance(getattr(request, "param", "default"))
+    return build_instance(getattr(request, "param", "default"), base_dir=request.path.parent)

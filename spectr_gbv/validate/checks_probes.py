@@ -376,13 +376,14 @@ def check_uniform_reuse(adapter: Adapter, seed: int) -> tuple[CheckResult, bool]
     rejected iff ``u_0 >= 1/4``. With ``u_1, u_2`` fixed, ``u_0`` is swept over the rejection
     region [0.3, 1); a verifier that draws the correction from a fresh uniform emits the
     same token for the whole sweep. Dependence is not by itself a bug (``(u - r)/(1 - r)`` is a
-    fresh uniform), so the result is informational (``passed=None``); it turns the diagnosis of
-    failed law checks into ``reuses_uniform``.
+    fresh uniform), so when it is seen the result is informational (``passed=None``) and it
+    turns the diagnosis of failed law checks into ``reuses_uniform``; no dependence passes.
 
     Returns
     -------
     (CheckResult, bool)
-        The informational check and whether the dependence was seen.
+        The check (passed, or informational, or not applicable when the verifier does not
+        reject there) and whether the dependence was seen.
     """
     L, B = 2, 64
     qrow = np.array([0.8, 0.1, 0.1])
@@ -413,13 +414,15 @@ def check_uniform_reuse(adapter: Adapter, seed: int) -> tuple[CheckResult, bool]
         )
     tokens = set(em.tokens[ok, 0].tolist())
     reused = len(tokens) > 1
+    if not reused:
+        detail = "the correction token does not depend on the uniform u0 that decided the rejection"
+        return CheckResult("uniform_reuse", "structural", True, sample_size=B, instance=spec, detail=detail), False
     detail = (
-        f"the correction token varies with the deciding uniform u0 over the rejection region ({sorted(tokens)}): "
-        "the residual is drawn with the uniform that decided the rejection"
-        if reused
-        else "the correction token does not depend on the deciding uniform"
+        f"informational: the correction token varies with the uniform u0 that decided the rejection (tokens "
+        f"{sorted(tokens)} as u0 sweeps the rejection region). Reusing that uniform is lossless only when it is "
+        "rescaled to the rejection region; the law checks decide, and diagnose a failure as reuses_uniform"
     )
-    return CheckResult("uniform_reuse", "structural", None, sample_size=B, instance=spec, detail=detail), reused
+    return CheckResult("uniform_reuse", "structural", None, sample_size=B, instance=spec, detail=detail), True
 
 
 __all__ = [

@@ -137,7 +137,7 @@ def validate(
         Seed of every random draw of the harness (>= 0).
     budget : str
         ``"quick"`` (TV 0.05 detected with power 0.99, lighter search: for unit tests),
-        ``"standard"`` (TV 0.01, the issue's power target) or ``"thorough"`` (TV 0.005).
+        ``"standard"`` (TV 0.01, the harness's full power target) or ``"thorough"`` (TV 0.005).
     time_limit_s : float
         Seconds one verifier call may take before it counts as hung.
     instances : optional
@@ -164,8 +164,9 @@ def validate(
 
     Examples
     --------
-    >>> from spectr_gbv.reference import get_verifier
     >>> from spectr_gbv.core import random_instance
+    >>> from spectr_gbv.reference import get_verifier
+    >>> from spectr_gbv.validate import validate
     >>> rep = validate(get_verifier("spectr_gbv_released").sample, level="exact",
     ...                instances=[(random_instance(2, 1, 0), 2)], budget="quick")
     >>> rep.passed, rep.smallest_failure.diagnosis

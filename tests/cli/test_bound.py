@@ -40,7 +40,18 @@ def test_bound_text_table(capsys):
     code, out, _ = run_cli(capsys, "bound", "--K", "2", "--no-lp")
     assert code == 0
     assert "401/216 = 1.856481" in out and "397/216 = 1.837963" in out
-    assert "K -> infinity limit of B, B_BV, PR: 2  (L = 2)" in out
+    assert "K -> infinity limit of B, B_BV, PR: 2  (L = 2; q covers supp p on V^L)" in out
+
+
+def test_bound_says_when_the_draft_does_not_cover_the_target(capsys):
+    code, out, _ = run_cli(capsys, "bound", "--random", "2,2,1,0.4", "--K", "1", "--no-lp")
+    assert code == 0
+    assert out.rstrip().endswith(
+        "limit of B, B_BV, PR: 25/13 = 1.923077  (L = 2; q does not cover supp p on V^L, so the limit is below L)"
+    )
+    code, out, _ = run_cli(capsys, "bound", "--random", "2,2,1,0.4", "--K", "1", "--no-lp", "--json")
+    data = json.loads(out)
+    assert (data["limit"], data["draft_covers_target"]) == ("25/13", False)
 
 
 def test_bound_random_instance_is_exact(capsys):

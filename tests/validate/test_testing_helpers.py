@@ -226,6 +226,28 @@ def test_plugin_fixtures_and_option(pytester: pytest.Pytester) -> None:
     bad.stderr.fnmatch_lines(["*--spectr-budget*invalid choice*huge*"])
 
 
+def test_plugin_instance_path_is_found_next_to_the_test_module(pytester: pytest.Pytester) -> None:
+    """A relative instance path is looked up next to the test module, whatever the current directory."""
+    sub = pytester.mkdir("suite")
+    (sub / "mine.json").write_text(
+        '{"n": 2, "L": 1, "name": "mine", "target": {"": ["1/2", "1/2"], "0": [1, 0], "1": [0, 1]}, '
+        '"draft": {"": ["1/3", "2/3"]}}'
+    )
+    (sub / "test_paths.py").write_text(
+        textwrap.dedent(
+            """
+            import pytest
+
+            @pytest.mark.parametrize("spectr_instance", ["mine.json"], indirect=True)
+            def test_next_to_module(spectr_instance):
+                assert spectr_instance.name == "mine" and spectr_instance.L == 1
+            """
+        )
+    )
+    result = pytester.runpytest(*PLUGIN_ARGS, "-p", "no:cacheprovider", "suite")  # run from the parent directory
+    result.assert_outcomes(passed=1)
+
+
 def test_plugin_validate_fixture_runs_the_harness(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         test_run=textwrap.dedent(

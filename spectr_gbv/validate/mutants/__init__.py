@@ -83,7 +83,7 @@ from spectr_gbv.validate.mutants.uniform_bugs import (
     zero_residual_oov_chain,
 )
 
-#: Generic-interface mutants by name (ECOSYSTEM.md B1-B12), in the issue's order.
+#: Generic-interface mutants by name (ECOSYSTEM.md B1-B12), in the order of the bug-class table of docs/validate.md.
 MUTANTS: dict[str, GenericVerifier] = {
     "always_accept": always_accept,
     "softmax_residual": softmax_residual,
