@@ -19,7 +19,7 @@ extensions = [
 
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 root_doc = "index"
-exclude_patterns = ["_build", "ECOSYSTEM.md", "results/bench_quick/*.csv", "results/bench_quick/*.json"]
+exclude_patterns = ["_build", "project/ECOSYSTEM.md", "results/bench_quick/*.csv", "results/bench_quick/*.json"]
 
 # Markdown pages: GitHub-style anchors for in-page links, $...$ math as in THEORY.md.
 myst_enable_extensions = ["dollarmath", "colon_fence"]

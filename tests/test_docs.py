@@ -60,7 +60,18 @@ def test_sphinx_build_is_clean(tmp_path):
     assert 'id="spectr_gbv.theory.bounds.cic_bound"' in theory
     assert "Fraction(401, 216)" in theory  # the docstring example, rendered
     index = (tmp_path / "index.html").read_text()
-    for page in ("guide", "theory", "THEORY", "findings", "verifiers", "decoder", "bench", "validate", "bug_classes"):
+    pages = (
+        "guide",
+        "theory",
+        "project/THEORY",
+        "findings",
+        "verifiers",
+        "decoder",
+        "bench",
+        "validate",
+        "bug_classes",
+    )
+    for page in pages:
         assert f'href="{page}.html"' in index, page
     assert 'href="api/index.html"' in index
     assert "Part B - public bug reports" in (tmp_path / "bug_classes.html").read_text()  # the included survey
@@ -92,8 +103,8 @@ def test_guide_own_instance_example_prints_what_the_page_says(tmp_path, monkeypa
     ],
 )
 def test_shipped_project_notes_are_verbatim(name, must_contain):
-    """docs/THEORY.md and docs/ECOSYSTEM.md are the project's files (compared where those exist)."""
-    shipped = (DOCS / name).read_text()
+    """docs/project/THEORY.md and ECOSYSTEM.md are the project's files (compared where those exist)."""
+    shipped = (DOCS / "project" / name).read_text()
     assert all(text in shipped for text in must_contain)
     original = ROOT.parent / "shared" / name
     if original.exists():
@@ -122,3 +133,40 @@ def test_guide_transcript_is_what_the_command_prints(command, shown, capsys):
 
     assert main(command.split()[1:]) == 0
     assert capsys.readouterr().out == shown
+
+
+def _validate_md_blocks_after(heading_text: str) -> list[str]:
+    text = (DOCS / "validate.md").read_text()
+    return _fenced(text.split(heading_text, 1)[1], "python")
+
+
+def test_validate_md_rerun_and_probe_replay_recipes_work():
+    """The two recipes after "smallest failing case" in docs/validate.md, on planted bugs."""
+    from spectr_gbv.validate.mutants import MUTANTS
+
+    rerun, replay = _validate_md_blocks_after("The report ends on the **smallest failing case**")[:2]
+    ns = {"my_verify": MUTANTS["softmax_residual"]}
+    exec(compile(rerun, "validate.md", "exec"), ns)
+    assert ns["case"].diagnosis == "wrong_residual" and ns["K"] >= 1 and not ns["report"].passed
+
+    bug = MUTANTS["zero_residual_oov"]
+    from spectr_gbv.validate import validate
+
+    case = validate(bug, budget="quick").smallest_failure
+    assert case.instance["kind"] == "probe" and case.name == "degenerate_residual"
+    *setup, last = replay.strip().splitlines()
+    ns = {"my_verify": bug, "case": case}
+    exec(compile("\n".join(setup), "validate.md", "exec"), ns)
+    out = eval(compile(last.split("#")[0], "validate.md", "eval"), ns)
+    assert list(out) == [3]  # the out-of-vocabulary id the probe reported
+
+
+def test_no_two_files_differ_only_in_case():
+    """A clone on a case-insensitive file system (macOS, Windows) must not lose a file."""
+    skip = {".git", "_build", "__pycache__", ".pytest_cache", ".ruff_cache", ".hypothesis", ".venv", "venv"}
+    paths = [p for p in ROOT.rglob("*") if not skip & set(p.relative_to(ROOT).parts)]
+    lowered: dict[str, list[str]] = {}
+    for p in paths:
+        lowered.setdefault(str(p.relative_to(ROOT)).lower(), []).append(str(p.relative_to(ROOT)))
+    assert "docs/theory.md" in lowered and "docs/project/theory.md" in lowered
+    assert [names for names in lowered.values() if len(names) > 1] == []

@@ -50,6 +50,12 @@ def render(rep: Report) -> str:
         "greedy_bv is stateful (carries a target-law correction; its defect is the stateful one) "
         "and reads only the first draft, like sd and bv."
     )
+    rounding = sorted({(m, r.tolerance) for (m, _), r in rep.results.items() if r.within_kernel_tolerance})
+    for m, tol in rounding:
+        out.append(
+            f"{m}: its kernel comes from a float64 LP; its nonzero defect (<= {tol:g}) is LP rounding, "
+            "lossless within that tolerance."
+        )
     out += ["", "Claims ledger (SpecTr-GBV, Lin et al. 2026, arXiv 2604.25925), verdicts computed now:"]
     for i, c in enumerate(rep.claims, 1):
         out.append(f"{i}. [{c.verdict.upper()}] {c.key}: {c.statement}")

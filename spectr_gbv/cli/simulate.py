@@ -105,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
                     "expected_accepted": json_value(r.expected_accepted),
                     "validity_defect": json_value(r.validity_defect),
                     "lossless": r.lossless,
+                    "tolerance": r.tolerance,
                 }
                 if args.horizon:
                     mi = multi_iteration(inst, method_step(inst, m, k), method=m, num_drafts=k, horizon=args.horizon)
@@ -127,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
             str(row["K"]),
             display_value(r.expected_accepted),
             display_value(r.validity_defect),
-            "yes" if r.lossless else "NO",
+            r.lossless_label,
         ]
         if mi is not None:
             cells.append(display_value(mi.block_efficiency))

@@ -312,6 +312,11 @@ class Verifier(ABC):
         drafts (the exact simulator then enumerates draft multisets).
     citation : str
         Paper and algorithm the implementation follows.
+    kernel_tolerance : float or None
+        None when the kernel is exact on exact inputs (every verifier but the LP oracle);
+        otherwise the largest validity defect that the kernel's own float64 numerics can leave
+        on an exact instance (``lp_oracle``: its kernel comes from a float64 LP), which the
+        exact simulator then states and judges ``lossless`` against.
     last_diagnostics : dict of str to int
         :meth:`Diagnostics.summary` of the last :meth:`outcome_law` or :meth:`sample` call
         (``clamp_evaluations``, ``clamped``, ``residual_fallbacks``).
@@ -323,6 +328,7 @@ class Verifier(ABC):
     lossless: ClassVar[bool]
     symmetric: ClassVar[bool]
     citation: ClassVar[str]
+    kernel_tolerance: ClassVar[float | None] = None
 
     def __init__(self) -> None:
         self.last_diagnostics: dict[str, int] = {}

@@ -5,7 +5,10 @@ for the given instance (float64, HiGHS). For exact instances its conditional law
 rationalised (each entry snapped to the nearest fraction with denominator <= a stated bound,
 each row then renormalised to sum to exactly 1) so the exact simulator can re-check the
 validity defect in rationals: the defect it reports is that of the kernel actually used,
-0 when the snapping recovered the exact optimum, tiny otherwise, never hidden.
+0 when the snapping recovered the exact optimum, tiny otherwise (e.g. 1/20485704000000 on an
+n = 3, L = 2, K = 3 instance), never hidden. Such a defect is LP rounding, not a lossy rule:
+the class states :data:`LP_KERNEL_TOLERANCE` as its ``kernel_tolerance``, and the exact
+simulator judges ``lossless`` against it and says so.
 """
 
 from __future__ import annotations
@@ -22,6 +25,10 @@ from spectr_gbv.theory.lp import LPResult, kernel_for, optimal_lossless
 
 #: Largest denominator used when snapping LP kernel entries to fractions (exact instances).
 SNAP_MAX_DENOMINATOR = 10**6
+#: Validity defect the snapped kernel may keep from HiGHS' float64 rounding (primal
+#: feasibility tolerance 1e-10, times the rows a defect sums over); the exact simulator reports
+#: the exact defect and judges ``lossless`` against this bound.
+LP_KERNEL_TOLERANCE = 1e-9
 
 
 def _snap_row(row: dict[tuple[int, ...], float]) -> dict[tuple[int, ...], Fraction]:
@@ -57,6 +64,7 @@ class LPOracleVerifier(Verifier):
     name = "lp_oracle"
     lossless = True
     symmetric = True
+    kernel_tolerance = LP_KERNEL_TOLERANCE
     citation = "OPT(K) linear program kernel (Hu et al. 2025, arXiv 2502.18779; THEORY.md section 5)"
 
     def __init__(self, instance: Instance, num_drafts: int) -> None:

@@ -73,9 +73,11 @@ class ExactResult:
     validity_defect : Fraction or float
         THEORY.md section 2: :math:`\\frac12\\sum_y |\\sum_m a(y^m) p(y_{m+1..L+1}|y^m) - p(y)|`.
     lossless : bool
-        ``validity_defect == 0`` (exact), or ``<= tolerance`` (float).
+        ``validity_defect == 0`` (exact), or ``<= tolerance`` (float, or a float-derived kernel).
     tolerance : float or None
-        None for exact instances, :data:`FLOAT_DEFECT_TOL` otherwise.
+        None for exact instances and exact kernels; :data:`FLOAT_DEFECT_TOL` for float
+        instances; the verifier's ``kernel_tolerance`` for a float-derived kernel on an exact
+        instance (``lp_oracle``).
     output_law : dict of tuple of int to Fraction or float
         :math:`a(o)` over outputs of positive probability.
     num_draft_tuples : int
@@ -110,6 +112,18 @@ class ExactResult:
     def block_efficiency(self) -> Scalar:
         """Expected tokens per iteration, :math:`E[\\tau + 1]`."""
         return self.expected_accepted + 1
+
+    @property
+    def within_kernel_tolerance(self) -> bool:
+        """True when a nonzero exact defect is within a float-derived kernel's tolerance (``lp_oracle``)."""
+        return self.exact and self.tolerance is not None and self.validity_defect != 0 and self.lossless
+
+    @property
+    def lossless_label(self) -> str:
+        """``"yes"``, ``"NO"``, or ``"yes (<= tol)"`` for a float-derived kernel's rounding (``lp_oracle``)."""
+        if self.within_kernel_tolerance:
+            return f"yes (<= {self.tolerance:g})"
+        return "yes" if self.lossless else "NO"
 
 
 @dataclass(frozen=True)
@@ -337,8 +351,8 @@ def simulate_exact(
             diag["fallback_draft_mass"] += w
 
     defect = validity_defect(instance.target, law, L)
-    tol = None if exact else FLOAT_DEFECT_TOL
-    lossless = bool(defect == 0) if exact else bool(defect <= FLOAT_DEFECT_TOL)
+    tol = (verifier.kernel_tolerance if exact else FLOAT_DEFECT_TOL) or None
+    lossless = bool(defect == 0) if tol is None else bool(defect <= tol)
     return ExactResult(
         method=verifier.name,
         K=K,

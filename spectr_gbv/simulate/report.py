@@ -58,6 +58,7 @@ class Report:
                 "expected_accepted": json_value(r.expected_accepted),
                 "validity_defect": json_value(r.validity_defect),
                 "lossless": r.lossless,
+                "tolerance": r.tolerance,
             }
             for r in self.results.values()
         ]

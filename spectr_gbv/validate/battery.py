@@ -2,7 +2,7 @@
 
 Every battery instance is small enough that its laws can be enumerated (vocabulary 2-5, draft
 length 1-5) and is built in exact rationals (its float64 copy is what the verifier sees at the
-statistical level). The kinds, each aimed at a class of public bug (ECOSYSTEM.md, shipped as docs/ECOSYSTEM.md):
+statistical level). The kinds, each aimed at a class of public bug (ECOSYSTEM.md, shipped as docs/project/ECOSYSTEM.md):
 
 ========================  ====  ====  ==  =================================================
 kind                       n     L    K   what it exercises
@@ -97,8 +97,15 @@ def instance_from_spec(spec: dict[str, Any]) -> tuple[Instance, int]:
     Raises
     ------
     ValueError
-        The spec lacks ``instance`` or ``K``, or the instance JSON is invalid.
+        The spec lacks ``instance`` or ``K`` (a probe's spec: the message says how to replay
+        it), or the instance JSON is invalid.
     """
+    if isinstance(spec, dict) and spec.get("kind") == "probe":
+        raise ValueError(
+            f"spec: the probe {spec.get('name')!r} has no instance to rebuild; replay it by calling the verifier "
+            "on the arrays its spec holds ('drafts' of the failing row, 'draft_probs', 'target_probs') with the "
+            "coins its detail states"
+        )
     if not isinstance(spec, dict) or "instance" not in spec or "K" not in spec:
         raise ValueError("spec: expected a dict with keys 'instance' (instance JSON) and 'K'")
     return parse_instance(spec["instance"]), int(spec["K"])

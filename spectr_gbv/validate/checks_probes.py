@@ -1,4 +1,4 @@
-"""Probes: inputs that trigger public verification bugs (ECOSYSTEM.md B5-B12, shipped as docs/ECOSYSTEM.md).
+"""Probes: inputs that trigger public verification bugs (ECOSYSTEM.md B5-B12, shipped as docs/project/ECOSYSTEM.md).
 
 * ``determinism``: the same seed (generic, hf) or the same uniforms (chain) twice;
 * ``placeholder_ids`` (B7, B8): drafts padded with -1 ids, their draft rows zero or copied;
@@ -122,6 +122,7 @@ def _probe_result(
     spec: dict[str, Any],
     what: str,
     refused_ok: bool = True,
+    refusal_note: str = "",
 ) -> CheckResult:
     """Run a probe (one call per rng, or one batch for chain) and judge each output row."""
     try:
@@ -138,7 +139,8 @@ def _probe_result(
         return failure_result(name, category, err, spec)
     except VerifierFailure as err:
         if refused_ok:
-            return CheckResult(name, category, None, sample_size=len(drafts), instance=spec, detail=f"refused: {err}")
+            detail = f"refused: {err}" + (f". {refusal_note}" if refusal_note else "")
+            return CheckResult(name, category, None, sample_size=len(drafts), instance=spec, detail=detail)
         return failure_result(name, category, err, spec)
     for b in range(len(drafts)):
         verdict = judge(em, b)
@@ -219,7 +221,10 @@ def check_placeholders(adapter: Adapter, K: int, seed: int) -> list[CheckResult]
                 diag, msg = em.problems[b]
                 return ("accepts_placeholder", msg) if diag == "bad_output" else (diag, msg)
             if -1 in toks or em.lengths[b] > 2:
-                return "accepts_placeholder", f"drafts {drafts[b, 0].tolist()} gave {toks}: a -1 placeholder accepted"
+                return "accepts_placeholder", (
+                    f"drafts {drafts[b, 0].tolist()} gave {toks}: a -1 placeholder accepted (docs/validate.md, "
+                    "'Placeholder ids': stop at the first -1 and draw from the target row there, or raise)"
+                )
             return _valid_tokens(em, b, V, 2)
 
         spec = _spec(f"placeholder_ids[{variant}]", drafts, q, p)
@@ -283,7 +288,18 @@ def check_zero_coin(adapter: Adapter, K: int, seed: int) -> CheckResult:
 
     spec = _spec("zero_coin", drafts, q, p, uniforms="all 0.0" if uniforms is not None else "first draw 0.0")
     return _probe_result(
-        "zero_coin", "robustness", adapter, drafts, q, p, rngs, uniforms, judge, spec, "coins of exactly 0"
+        "zero_coin",
+        "robustness",
+        adapter,
+        drafts,
+        q,
+        p,
+        rngs,
+        uniforms,
+        judge,
+        spec,
+        "coins of exactly 0 (chain: uniforms 0; generic: rng = spectr_gbv.validate.checks_probes."
+        "generator_with_first_uniform('zero', seed + row), whose first random() is 0.0)",
     )
 
 
@@ -326,7 +342,13 @@ def check_degenerate_residual(adapter: Adapter, K: int, seed: int) -> CheckResul
         uniforms,
         judge,
         spec,
-        "a rejection with an all-zero residual",
+        "a rejection with an all-zero residual (q = (1/2, 1/2, 0), p = (1/2 - 1e-12, 1/2, 0); the coin is forced "
+        "to reject: chain uniforms 1 - 1e-13, generic rng = spectr_gbv.validate.checks_probes."
+        "generator_with_first_uniform('max', seed + row), whose first random() is 1 - 2**-53)",
+        refusal_note=(
+            "Acceptable for a degenerate input, but in serving it arises whenever p and q nearly agree on a row "
+            "and the coin rejects; a verifier that must never crash emits a token from p there"
+        ),
     )
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import warnings
 from typing import Any
 
 import numpy as np
@@ -160,7 +161,7 @@ def validate(
 
     References
     ----------
-    THEORY.md section 2 (validity defect); ECOSYSTEM.md, shipped as docs/ECOSYSTEM.md (bug classes B1-B12).
+    THEORY.md section 2 (validity defect); ECOSYSTEM.md, shipped as docs/project/ECOSYSTEM.md (bug classes B1-B12).
 
     Examples
     --------
@@ -185,10 +186,13 @@ def validate(
     )
     report = ValidationReport(adapter.name, interface, level, level, reference, int(seed), budget)
     run = _Run(adapter, report)
-    try:
-        _phases(run, verify, battery, level, reference, int(seed), budget)
-    except _Stop:
-        report.notes.append("the run stopped after the verifier hung; later checks were not run")
+    with _CapturedWarnings() as captured:
+        try:
+            _phases(run, verify, battery, level, reference, int(seed), budget)
+        except _Stop:
+            report.notes.append("the run stopped after the verifier hung; later checks were not run")
+    if captured.total:
+        report.notes.append(captured.summary())
     if run.crash is not None:
         run.add(run.crash)
     elif report.checks:
@@ -202,6 +206,46 @@ def validate(
     report.settings["time_limit_s_per_call"] = time_limit_s
     report.elapsed_s = time.perf_counter() - t0
     return report
+
+
+class _CapturedWarnings:
+    """Count the Python warnings issued during a run instead of printing them.
+
+    Probes feed degenerate inputs on purpose, so a verifier's ``RuntimeWarning`` (0/0, NaN)
+    would otherwise be printed between the report's lines, or fill pytest's warning summary.
+    Counts are kept per (category, first line of the message), at most 20 distinct ones.
+    """
+
+    MAX_KINDS = 20
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        self.total = 0
+        self._ctx = warnings.catch_warnings()
+
+    def _show(self, message: Warning | str, category: type[Warning], *_: Any, **__: Any) -> None:
+        self.total += 1
+        key = f"{category.__name__}: {str(message).strip().splitlines()[0][:120] if str(message).strip() else ''}"
+        if key in self.counts or len(self.counts) < self.MAX_KINDS:
+            self.counts[key] = self.counts.get(key, 0) + 1
+
+    def __enter__(self) -> _CapturedWarnings:
+        self._ctx.__enter__()
+        warnings.simplefilter("always")
+        warnings.showwarning = self._show
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._ctx.__exit__(*exc)
+
+    def summary(self) -> str:
+        """One note: how many warnings, the most frequent kinds."""
+        top = sorted(self.counts.items(), key=lambda kv: -kv[1])[:3]
+        kinds = "; ".join(f"{k} (x{n})" for k, n in top)
+        return (
+            f"{self.total} Python warnings were issued during the run (probes feed degenerate inputs on purpose) "
+            f"and captured, not printed: {kinds}"
+        )
 
 
 def _as_reuse(c: CheckResult) -> CheckResult:

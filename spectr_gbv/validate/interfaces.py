@@ -189,6 +189,7 @@ class GenericAdapter(Adapter):
                         guard._call_start = monotonic()  # noqa: SLF001 - inlined tick() on the hot path
                         append(fn(d[b], q[b], p[b], rng))
             except Exception as exc:  # noqa: BLE001 - reported as a failed check
+                guard.calls += b + 1  # the calls made, the raising one included
                 raise as_raised(exc, b) from exc
             guard.calls += B
             res = Emitted(np.full((B, L + 1), -1, dtype=np.int64), np.zeros(B, dtype=np.int64))

@@ -35,6 +35,7 @@ def test_report_json(capsys):
         "expected_accepted": "61/36",
         "validity_defect": "0",
         "lossless": True,
+        "tolerance": None,
     }
     assert rows["spectr_gbv_released"]["lossless"] is False
     assert data["bounds"][0]["cic_bound"] == "401/216"
@@ -52,6 +53,7 @@ def test_simulate_json_rows(capsys):
         "expected_accepted": "61/36",
         "validity_defect": "0",
         "lossless": True,
+        "tolerance": None,
     } in rows
     assert {
         "method": "mdbv",
@@ -59,6 +61,7 @@ def test_simulate_json_rows(capsys):
         "expected_accepted": "577/324",
         "validity_defect": "0",
         "lossless": True,
+        "tolerance": None,
     } in rows
     assert {
         "method": "sd",
@@ -66,6 +69,7 @@ def test_simulate_json_rows(capsys):
         "expected_accepted": "107/72",
         "validity_defect": "0",
         "lossless": True,
+        "tolerance": None,
     } in rows
 
 

@@ -35,3 +35,25 @@ def test_lp_oracle_rejects_other_shapes():
     tp = np.array([[inst.target.cond(()), inst.target.cond((0,)), inst.target.cond((0, 1))]], dtype=object)
     with pytest.raises(ValueError, match="solved for K=2"):
         v.outcome_law(drafts, dp, tp)
+
+
+def test_lp_rounding_defect_is_stated_and_judged_at_the_kernel_tolerance(capsys):
+    """A fresh user's instance (n = 3, L = 2): at K = 3 the snapped LP kernel keeps an exact
+    defect of 1/20485704000000. It is LP rounding, shown as such, never as a lossy verifier."""
+    from pathlib import Path
+
+    from spectr_gbv.cli.main import main
+    from spectr_gbv.core.instance import load_instance
+    from spectr_gbv.reference.lp_oracle import LP_KERNEL_TOLERANCE
+
+    path = Path(__file__).resolve().parents[1] / "data" / "lp_rounding_instance.json"
+    inst = load_instance(path)
+    res = simulate_method(inst, "lp_oracle", 3)
+    assert res.validity_defect == F(1, 20485704000000)
+    assert res.tolerance == LP_KERNEL_TOLERANCE == 1e-9 and res.lossless and res.within_kernel_tolerance
+    assert res.lossless_label == "yes (<= 1e-09)"
+    exact = simulate_method(inst, "gbv_multipath", 3)  # exact kernels keep the exact criterion
+    assert exact.tolerance is None and exact.validity_defect == 0 and exact.lossless_label == "yes"
+    assert abs(float(res.expected_accepted - exact.expected_accepted)) < 1e-12  # both reach OPT(3) here
+    assert main(["simulate", "--instance", str(path), "--methods", "lp_oracle", "--K", "3"]) == 0
+    assert "~4.881e-14  yes (<= 1e-09)" in capsys.readouterr().out

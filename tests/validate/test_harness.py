@@ -267,3 +267,33 @@ def test_g_test_pooling_and_impossible_cells():
     assert t.g == math.inf and t.p_value == 0.0
     both = combine([g_test(np.array([10, 30]), np.array([0.5, 0.5])), g_test(obs, prob)])
     assert both.df == 3 and both.p_value == pytest.approx(stats.chi2.sf(both.g, 3))
+
+
+def test_verifier_warnings_are_counted_in_a_note_not_printed():
+    import warnings
+
+    from spectr_gbv.validate.mutants import correct_sd
+
+    def noisy(drafts, draft_probs, target_probs, rng):
+        warnings.warn("noisy verifier", RuntimeWarning, stacklevel=1)
+        return correct_sd(drafts, draft_probs, target_probs, rng)
+
+    with warnings.catch_warnings(record=True) as escaped:
+        warnings.simplefilter("always")
+        rep = validate(noisy, budget="quick", instances=[(random_instance(2, 1, 0), 1)])
+    assert escaped == []
+    note = next(n for n in rep.notes if "Python warnings" in n)
+    calls = rep.settings["verifier_calls"]
+    assert note.startswith(f"{calls} Python warnings were issued") and "RuntimeWarning: noisy verifier (x" in note
+
+
+def test_calls_are_counted_when_the_verifier_raises():
+    made = []
+
+    def raises(drafts, draft_probs, target_probs, rng):
+        made.append(type(drafts).__module__)
+        raise ValueError("nope")
+
+    rep = validate(raises, budget="quick")
+    assert not rep.passed and rep.failures[0].diagnosis == "raises"
+    assert made and rep.settings["verifier_calls"] == len(made)  # every call made, retries included
