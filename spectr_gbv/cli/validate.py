@@ -42,6 +42,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--budget", default="standard", help=f"one of {', '.join(BUDGETS)} (default standard)")
     p.add_argument("--seed", type=int, default=0, help="seed of the harness (default 0)")
     p.add_argument("--time-limit", type=float, default=10.0, metavar="S", help="seconds per verifier call (default 10)")
+    p.add_argument("--no-probes", action="store_true", help="skip the fixed robustness probes")
+    p.add_argument("--no-search", action="store_true", help="skip the adversarial search")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=run)
 
@@ -60,6 +62,8 @@ def run(args: argparse.Namespace) -> int:
             seed=args.seed,
             budget=args.budget,
             time_limit_s=args.time_limit,
+            probes=not args.no_probes,
+            search=not args.no_search,
         )
     except ValueError as exc:
         raise UsageError(str(exc).splitlines()[0]) from exc

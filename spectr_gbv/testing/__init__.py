@@ -29,6 +29,8 @@ def assert_lossless(
     reference: str | None = None,
     level: str = "statistical",
     instances: Sequence[Any] | None = None,
+    probes: bool = True,
+    search: bool = True,
 ) -> Any:
     """Assert that a verifier passes the conformance harness; the failure message is the report.
 
@@ -53,6 +55,10 @@ def assert_lossless(
     instances : sequence, optional
         Overrides the harness's battery (items as ``validate(instances=...)`` takes them, e.g.
         the ``(instance, K)`` pairs of :func:`spectr_gbv.testing.strategies.cases`).
+    probes, search : bool
+        Run the fixed robustness probes and the adversarial search (default). ``False`` for
+        both tests only ``instances``: in a property test, every example then tests its own
+        instance, and a falsifying example is one the verifier fails on.
 
     Returns
     -------
@@ -87,6 +93,8 @@ def assert_lossless(
         seed=seed,
         budget=budget,
         instances=instances,
+        probes=probes,
+        search=search,
     )
     if not report.passed:
         raise AssertionError(report.to_text())

@@ -113,6 +113,8 @@ def validate(
     budget: str = "standard",
     time_limit_s: float = 10.0,
     instances: Any = None,
+    probes: bool = True,
+    search: bool = True,
 ) -> ValidationReport:
     """Check that a speculative-decoding verifier is lossless, and how efficient it is.
 
@@ -145,6 +147,13 @@ def validate(
         Replaces the battery: an :class:`~spectr_gbv.core.Instance`, an ``(Instance, K)``
         pair, a :class:`~spectr_gbv.validate.battery.BatteryInstance`, or a list of them (K
         defaults to 2, or 1 for chain/hf).
+    probes : bool
+        Run the fixed robustness probes (placeholder ids, a zero coin, an all-zero residual,
+        a NaN target row; chain: uniform reuse). False tests only the instances (and the
+        determinism check on the first), e.g. in a property test whose examples are instances;
+        the report notes what was skipped.
+    search : bool
+        Run the adversarial search. False likewise.
 
     Returns
     -------
@@ -188,7 +197,7 @@ def validate(
     run = _Run(adapter, report)
     with _CapturedWarnings() as captured:
         try:
-            _phases(run, verify, battery, level, reference, int(seed), budget)
+            _phases(run, verify, battery, level, reference, int(seed), budget, probes=probes, search=search)
         except _Stop:
             report.notes.append("the run stopped after the verifier hung; later checks were not run")
     if captured.total:
@@ -255,7 +264,16 @@ def _as_reuse(c: CheckResult) -> CheckResult:
 
 
 def _phases(
-    run: _Run, verify: Any, battery: list[BatteryInstance], level: str, reference: str | None, seed: int, budget: str
+    run: _Run,
+    verify: Any,
+    battery: list[BatteryInstance],
+    level: str,
+    reference: str | None,
+    seed: int,
+    budget: str,
+    *,
+    probes: bool = True,
+    search: bool = True,
 ) -> None:
     adapter, report = run.adapter, run.report
     first = battery[0]
@@ -281,14 +299,19 @@ def _phases(
     # 2. structural probes
     K0 = first.K
     run.add(run.guarded("determinism", first.spec(), checks_probes.check_determinism, adapter, tables0, first, seed))
-    for res in run.guarded("placeholder probe", None, checks_probes.check_placeholders, adapter, K0, seed) or []:
-        run.add(res)
-    run.add(run.guarded("zero-coin probe", None, checks_probes.check_zero_coin, adapter, K0, seed))
-    run.add(run.guarded("degenerate residual probe", None, checks_probes.check_degenerate_residual, adapter, K0, seed))
-    run.add(run.guarded("NaN probe", None, checks_probes.check_nan_row, adapter, K0, seed))
-    if adapter.interface == "chain":
-        res, run.reuse_seen = checks_probes.check_uniform_reuse(adapter, seed)
-        run.add(res)
+    if probes:
+        for res in run.guarded("placeholder probe", None, checks_probes.check_placeholders, adapter, K0, seed) or []:
+            run.add(res)
+        run.add(run.guarded("zero-coin probe", None, checks_probes.check_zero_coin, adapter, K0, seed))
+        run.add(
+            run.guarded("degenerate residual probe", None, checks_probes.check_degenerate_residual, adapter, K0, seed)
+        )
+        run.add(run.guarded("NaN probe", None, checks_probes.check_nan_row, adapter, K0, seed))
+        if adapter.interface == "chain":
+            res, run.reuse_seen = checks_probes.check_uniform_reuse(adapter, seed)
+            run.add(res)
+    else:
+        report.notes.append("probes skipped (probes=False): placeholder ids, zero coin, all-zero residual, NaN row")
     report.checks = [c for c in report.checks if c is not None]
 
     # significance plan
@@ -307,7 +330,7 @@ def _phases(
             report.level_used = "exact"
     stat_battery = [bi for bi in battery if bi.label not in ex.laws]
 
-    family = 3 * len(stat_battery) + (len(stat_battery) if reference else 0) + 1
+    family = max(3 * len(stat_battery) + (len(stat_battery) if reference else 0) + (1 if search else 0), 1)
     alpha_test = alpha / family
     report.settings.update(
         {
@@ -369,6 +392,9 @@ def _phases(
             report.settings["reference_tv_detected"] = round(tv_ref, 6)
 
     # 6. adversarial
+    if not search:
+        report.notes.append("adversarial search skipped (search=False)")
+        return
     res = run.guarded(
         "adversarial search",
         None,

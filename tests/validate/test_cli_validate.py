@@ -58,3 +58,12 @@ def test_usage_errors_exit_2_with_one_line(capsys, argv, message):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("spectr-gbv validate: error: ") and message in err
+
+
+def test_no_probes_no_search_flags(capsys):
+    argv = ["validate", MDBV, "--level", "exact", "--budget", "quick", "--no-probes", "--no-search", "--json"]
+    assert main(argv) == 0
+    data = json.loads(capsys.readouterr().out)
+    names = {c["name"] for c in data["checks"]}
+    assert "adversarial_search" not in names and "zero_coin" not in names and "exact_defect[dense]" in names
+    assert any("probes skipped" in n for n in data["notes"])

@@ -297,3 +297,21 @@ def test_calls_are_counted_when_the_verifier_raises():
     rep = validate(raises, budget="quick")
     assert not rep.passed and rep.failures[0].diagnosis == "raises"
     assert made and rep.settings["verifier_calls"] == len(made)  # every call made, retries included
+
+
+def test_probes_and_search_can_be_skipped_to_test_only_the_given_instances():
+    from spectr_gbv.validate.mutants import MUTANTS, correct_sd
+
+    case = [(random_instance(2, 1, 0), 1)]
+    rep = validate(MUTANTS["zero_residual_oov"], budget="quick", instances=case, probes=False, search=False)
+    names = {c.name for c in rep.checks}
+    assert not names & {"degenerate_residual", "zero_coin", "nan_target_row", "adversarial_search"}
+    assert "placeholder_ids[zero_rows]" not in names and "end_to_end_law[user0]" in names
+    assert rep.settings["family_size"] == 3 and any("probes skipped" in n for n in rep.notes)
+    assert any("adversarial search skipped" in n for n in rep.notes)
+    full = validate(MUTANTS["zero_residual_oov"], budget="quick", instances=case)
+    assert not full.passed and "degenerate_residual" in {c.name for c in full.failures}
+    # exact level, everything exact, nothing statistical left: a family of 1, no division by zero
+    exact = validate(get_verifier("mdbv"), level="exact", budget="quick", instances=case, probes=False, search=False)
+    assert exact.passed and exact.settings["family_size"] == 1
+    assert validate(correct_sd, budget="quick", instances=case, probes=False, search=False).passed

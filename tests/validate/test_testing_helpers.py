@@ -311,3 +311,15 @@ def test_strategies_compose_with_st() -> None:
     pairs = st.tuples(strategies.instances(n=2, L=1), strategies.num_drafts((1, 2)))
     inst, K = find(pairs, lambda t: t[1] == 2, settings=settings(database=None))
     assert isinstance(inst, Instance) and K == 2
+
+
+def test_assert_lossless_on_the_given_instances_only():
+    """probes=False, search=False: a probe-only bug passes on an instance where it is harmless,
+    a law bug still fails there, with the instance as the smallest failing case."""
+    from spectr_gbv.validate.mutants import MUTANTS
+
+    case = [(random_instance(3, 1, 2), 1)]
+    report = assert_lossless(zero_coin_accepts, instances=case, probes=False, search=False)
+    assert report.passed and {c.name for c in report.checks} >= {"end_to_end_law[user0]", "determinism"}
+    with pytest.raises(AssertionError, match=r"Smallest failing case: .*\[user0\]"):
+        assert_lossless(MUTANTS["target_sample_or_ratio"], instances=case, probes=False, search=False)
