@@ -72,6 +72,8 @@ def parse_ks(text: str, *, max_k: int = 64) -> list[int]:
             part = part.strip()
             if "-" in part:
                 lo, hi = (int(x) for x in part.split("-", 1))
+                if hi < lo:
+                    raise UsageError(f"--K range {part!r} is empty: write it low-high (e.g. 1-4)")
                 out.extend(range(lo, hi + 1))
             elif part:
                 out.append(int(part))

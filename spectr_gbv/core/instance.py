@@ -26,7 +26,7 @@ import numpy as np
 
 from spectr_gbv.core.tabular import MAX_RANDOM_ROWS, TabularAR
 
-#: Largest vocabulary and draft length accepted by :func:`parse_instance` (tables grow as n^L).
+#: Most table rows (prefixes, all depths) :func:`parse_instance` accepts per model (tables grow as n^L).
 MAX_TABLE_ROWS = 2_000_000
 
 

@@ -156,7 +156,7 @@ def g_test_power(num_samples: int, df: int, alpha: float, tv: float = POWER_TV) 
     Parameters
     ----------
     num_samples : int
-        N.
+        N, the number of sampled iterations the test sees (>= 0).
     df : int
         Degrees of freedom (cells - 1), >= 1.
     alpha : float

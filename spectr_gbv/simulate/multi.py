@@ -120,7 +120,7 @@ def multi_iteration(
     num_drafts : int
         K, reported.
     horizon : int
-        N, tokens to generate, 1..:data:`MAX_HORIZON`.
+        N, tokens to generate, from 1 to :data:`MAX_HORIZON`.
 
     Returns
     -------

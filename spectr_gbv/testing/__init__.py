@@ -83,6 +83,7 @@ def assert_lossless(
     ...
     AssertionError: ...
     """
+    __tracebackhide__ = True  # pytest: show the report, not this function's source
     from spectr_gbv.validate import validate
 
     report = validate(

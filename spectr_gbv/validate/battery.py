@@ -267,7 +267,8 @@ def user_battery(instances: Any, max_drafts: int | None) -> list[BatteryInstance
                 f"got {type(item).__name__}"
             )
         if bi.K < 1 or (max_drafts is not None and bi.K > max_drafts):
-            raise ValueError(f"instances[{i}]: K = {bi.K} not in 1..{max_drafts or 'any'} for this interface")
+            allowed = f"1..{max_drafts}" if max_drafts is not None else ">= 1"
+            raise ValueError(f"instances[{i}]: K = {bi.K} must be {allowed} for this interface")
         out.append(bi)
     return out
 

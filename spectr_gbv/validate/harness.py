@@ -251,8 +251,9 @@ class _CapturedWarnings:
         """One note: how many warnings, the most frequent kinds."""
         top = sorted(self.counts.items(), key=lambda kv: -kv[1])[:3]
         kinds = "; ".join(f"{k} (x{n})" for k, n in top)
+        plural = "warning was" if self.total == 1 else "warnings were"
         return (
-            f"{self.total} Python warnings were issued during the run (probes feed degenerate inputs on purpose) "
+            f"{self.total} Python {plural} issued during the run (probes feed degenerate inputs on purpose) "
             f"and captured, not printed: {kinds}"
         )
 

@@ -66,6 +66,7 @@ def test_bound_random_instance_is_exact(capsys):
         (["bound", "--instance", "/nonexistent.json"], "cannot read"),
         (["bound", "--K", "0"], "--K values must lie in 1..64"),
         (["bound", "--K", "a"], "--K expects comma-separated ints"),
+        (["bound", "--K", "3-1"], "--K range '3-1' is empty: write it low-high"),
         (["bound", "--random", "2,2"], "--random expects n,L,seed"),
         (["bound", "--random", "4,4,0", "--K", "3"], "instance too large for the LPs"),
     ],

@@ -315,3 +315,12 @@ def test_probes_and_search_can_be_skipped_to_test_only_the_given_instances():
     exact = validate(get_verifier("mdbv"), level="exact", budget="quick", instances=case, probes=False, search=False)
     assert exact.passed and exact.settings["family_size"] == 1
     assert validate(correct_sd, budget="quick", instances=case, probes=False, search=False).passed
+
+
+def test_k_out_of_range_for_a_single_draft_interface_is_named():
+    from spectr_gbv.validate.mutants import correct_sd_chain
+
+    with pytest.raises(ValueError, match=r"instances\[0\]: K = 2 must be 1..1 for this interface"):
+        validate(correct_sd_chain, interface="chain", instances=[(random_instance(2, 1, 0), 2)])
+    with pytest.raises(ValueError, match=r"instances\[0\]: K = 0 must be >= 1 for this interface"):
+        validate(get_verifier("mdbv").sample, instances=[(random_instance(2, 1, 0), 0)])
