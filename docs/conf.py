@@ -42,7 +42,7 @@ html_title = "spectr_gbv"
 nitpicky = True
 # No network in CI, so no intersphinx: references into other projects are not checked.
 nitpick_ignore_regex = [
-    (r"py:.*", r"(numpy|scipy|torch|transformers|math|collections|abc|numbers|fractions|typing)(\..*)?"),
+    (r"py:.*", r"(numpy|scipy|torch|transformers|hypothesis|math|collections|abc|numbers|fractions|typing)(\..*)?"),
     (r"py:class", r"Fraction"),
 ]
 

@@ -1,4 +1,10 @@
-"""``spectr-gbv bench``: the real-model decoding benchmark (grid, peer, predictions, law test) into ``--out``."""
+"""``spectr-gbv bench``: the real-model decoding benchmark (grid, peer, predictions, law test) into ``--out``.
+
+Nothing of the gpu layer is imported until :func:`run` (or :func:`build_config`) is called,
+so ``spectr-gbv --help`` works on a base install. The names listed in ``--help`` are
+:data:`PRESET_NAMES`, :data:`DATASET_NAMES` and :data:`METHOD_NAMES`, copies of those of
+:mod:`spectr_gbv.gpu.bench_config` (a test keeps them equal).
+"""
 
 from __future__ import annotations
 
@@ -8,11 +14,13 @@ from dataclasses import replace
 from typing import Any
 
 from spectr_gbv.cli.common import UsageError, parse_ks
-from spectr_gbv.gpu.bench_config import DATASETS as DATASET_NAMES  # no torch import
-from spectr_gbv.gpu.bench_config import METHODS as METHOD_NAMES
-from spectr_gbv.gpu.bench_config import PRESETS
 
-PRESET_NAMES = tuple(PRESETS)
+#: ``spectr_gbv.gpu.bench_config.PRESETS``' keys (for ``--help``; a test keeps them equal).
+PRESET_NAMES = ("quick", "full")
+#: ``spectr_gbv.gpu.bench_config.DATASETS``.
+DATASET_NAMES = ("humaneval", "gsm", "instruct", "cpython")
+#: ``spectr_gbv.gpu.bench_config.METHODS``.
+METHOD_NAMES = ("ar", "sd", "bv", "spectr", "rrs", "mdbv", "gbv_multipath")
 
 
 def _names(text: str, valid: tuple[str, ...], option: str) -> tuple[str, ...]:
@@ -64,14 +72,18 @@ def build_config(args: argparse.Namespace) -> Any:
     UsageError
         A malformed option (the message names it).
     """
-    if args.preset not in PRESET_NAMES:
-        raise UsageError(f"--preset expects one of {', '.join(PRESET_NAMES)}, got {args.preset!r}")
+    try:
+        from spectr_gbv.gpu.bench_config import DATASETS, METHODS, PRESETS  # no torch import
+    except ImportError as exc:
+        raise UsageError(f"needs the gpu extra ({exc}); run: pip install 'spectr_gbv[gpu,bench]'") from exc
+    if args.preset not in PRESETS:
+        raise UsageError(f"--preset expects one of {', '.join(PRESETS)}, got {args.preset!r}")
     cfg = PRESETS[args.preset]
     changes: dict[str, Any] = {}
     if args.datasets is not None:
-        changes["datasets"] = _names(args.datasets, DATASET_NAMES, "--datasets")
+        changes["datasets"] = _names(args.datasets, DATASETS, "--datasets")
     if args.methods is not None:
-        changes["methods"] = _names(args.methods, METHOD_NAMES, "--methods")
+        changes["methods"] = _names(args.methods, METHODS, "--methods")
     for option, field in (("--prompts", "num_prompts"), ("--max-new-tokens", "max_new_tokens")):
         value = _positive_int(getattr(args, field), option)
         if value is not None:

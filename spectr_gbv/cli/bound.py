@@ -6,13 +6,14 @@ import argparse
 
 from spectr_gbv.cli.common import UsageError, parse_ks, print_json, render_table, resolve_instance
 from spectr_gbv.core.numbers import display_value, json_value
-from spectr_gbv.theory.bounds import cic_limit, draft_covers_target
-from spectr_gbv.theory.lp import LPTooLargeError
-from spectr_gbv.theory.table import bound_table
 
 
 def run(args: argparse.Namespace) -> int:
     """Execute ``bound``; returns the exit status."""
+    from spectr_gbv.theory.bounds import cic_limit, draft_covers_target
+    from spectr_gbv.theory.lp import LPTooLargeError
+    from spectr_gbv.theory.table import bound_table
+
     inst = resolve_instance(args)
     ks = parse_ks(args.K)
     try:
@@ -71,4 +72,5 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--K", default="1,2,3", help="numbers of drafts, e.g. 1,2,3 or 1-8 (default 1,2,3)")
     p.add_argument("--no-lp", action="store_true", help="skip the OPT/OT linear programs")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--quiet", action="store_true", help="no progress bars on stderr (also: SPECTR_GBV_QUIET=1)")
     p.set_defaults(func=run)

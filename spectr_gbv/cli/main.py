@@ -1,4 +1,11 @@
-"""Entry point of the ``spectr-gbv`` command: parses arguments and dispatches to a subcommand."""
+"""Entry point of the ``spectr-gbv`` command: parses arguments and dispatches to a subcommand.
+
+Building the parser imports only the subcommand modules' argument definitions: each
+subcommand imports what it computes with (theory, simulate, the gpu layer, torch) inside its
+``run``, so ``--help``, ``--version`` and the exact commands work on a base install.
+A subcommand's ``--quiet`` flag also switches progress bars off for the whole run
+(:func:`spectr_gbv.core.progress.set_quiet`).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +17,7 @@ from collections.abc import Sequence
 from spectr_gbv import __version__
 from spectr_gbv.cli import bench, bound, fetch_models, report, simulate, validate
 from spectr_gbv.cli.common import UsageError
+from spectr_gbv.core.progress import set_quiet
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,6 +45,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    previous = set_quiet(True) if getattr(args, "quiet", False) else None
     try:
         return int(args.func(args))
     except UsageError as exc:
@@ -47,6 +56,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    finally:
+        if previous is not None:
+            set_quiet(previous)
 
 
 if __name__ == "__main__":

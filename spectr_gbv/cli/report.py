@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from typing import TYPE_CHECKING
 
 from spectr_gbv.cli.common import (
     UsageError,
@@ -14,11 +15,15 @@ from spectr_gbv.cli.common import (
     resolve_instance,
 )
 from spectr_gbv.core.numbers import display_value
-from spectr_gbv.simulate.report import Report, build_report, is_lossy_method
+
+if TYPE_CHECKING:
+    from spectr_gbv.simulate.report import Report
 
 
 def render(rep: Report) -> str:
     """The human-readable report."""
+    from spectr_gbv.simulate.report import is_lossy_method
+
     inst = rep.instance
     out = [f"Instance: {inst.name}  (n={inst.n}, L={inst.L}, {'exact' if inst.exact else 'float64'})", ""]
     out.append(
@@ -80,6 +85,8 @@ def render(rep: Report) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Execute ``report``; returns the exit status."""
+    from spectr_gbv.simulate.report import build_report
+
     inst = resolve_instance(args)
     ks = parse_ks(args.K, max_k=8)
     t0 = time.perf_counter()
@@ -113,4 +120,5 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="tokens N for the multi-iteration comparison (0 skips it; default 6)",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--quiet", action="store_true", help="no progress bars on stderr (also: SPECTR_GBV_QUIET=1)")
     p.set_defaults(func=run)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from spectr_gbv.cli.common import (
     UsageError,
@@ -12,15 +13,16 @@ from spectr_gbv.cli.common import (
     render_table,
     resolve_instance,
 )
-from spectr_gbv.core.instance import Instance
 from spectr_gbv.core.numbers import display_value, json_value
-from spectr_gbv.simulate.methods import check_method, method_step, simulate_method
-from spectr_gbv.simulate.monte_carlo import monte_carlo
-from spectr_gbv.simulate.multi import multi_iteration
+
+if TYPE_CHECKING:
+    from spectr_gbv.core.instance import Instance
 
 
 def run_monte_carlo(args: argparse.Namespace, inst: Instance, methods: list[str], ks: list[int]) -> int:
     """``simulate --samples N``: sampled E[tau] with a CI and a G-test of the output law."""
+    from spectr_gbv.simulate.monte_carlo import monte_carlo
+
     results = []
     try:
         for m in methods:
@@ -76,6 +78,9 @@ def run_monte_carlo(args: argparse.Namespace, inst: Instance, methods: list[str]
 
 def run(args: argparse.Namespace) -> int:
     """Execute ``simulate``; returns the exit status."""
+    from spectr_gbv.simulate.methods import check_method, method_step, simulate_method
+    from spectr_gbv.simulate.multi import multi_iteration
+
     if args.seed is not None and args.samples is None:
         raise UsageError("--seed only applies with --samples (Monte Carlo)")
     inst = resolve_instance(args)
@@ -156,4 +161,5 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--seed", type=int, default=None, help="seed of the Monte Carlo sampler (default 0)")
     p.add_argument("--json", action="store_true", help="print JSON rows")
+    p.add_argument("--quiet", action="store_true", help="no progress bars on stderr (also: SPECTR_GBV_QUIET=1)")
     p.set_defaults(func=run)

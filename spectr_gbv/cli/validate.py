@@ -1,7 +1,10 @@
 """``spectr-gbv validate module:function``: the conformance harness on a third-party verifier.
 
-Exit status: 0 when every check passes, 1 when a check fails, 2 (one line on stderr) for a
-usage error: a bad import path, an unknown interface, level, budget or reference.
+Exit status (:data:`spectr_gbv.validate.report.EXIT_CODES`): 0 passed; 1 failed (a wrong
+output law, a token of target probability 0, or an exception, hang, exit or invalid output on
+a valid input); 2 (one line on stderr) for a usage error: a bad import path, an unknown
+interface, level, budget, reference or convention; 3 passed, but the output differs from the
+named reference's conditional law.
 
 The verifier's module is imported as ``python -m`` would: from the installed packages, the
 ``PYTHONPATH``, or the current directory.
@@ -14,8 +17,22 @@ import os
 import sys
 
 from spectr_gbv.cli.common import UsageError
-from spectr_gbv.validate import INTERFACES, load_verifier, validate
-from spectr_gbv.validate.harness import BUDGETS, LEVELS
+
+# Copies of the harness's names for --help, so that the CLI starts without importing the
+# harness (scipy.stats); tests/validate/test_cli_validate.py keeps them equal to
+# spectr_gbv.validate.INTERFACES and spectr_gbv.validate.harness.LEVELS, BUDGETS, CONVENTIONS.
+INTERFACES: tuple[str, ...] = (
+    "generic",
+    "chain",
+    "hf",
+    "batched",
+    "batched_torch",
+    "generic_torch",
+    "chain_torch",
+)
+LEVELS: tuple[str, ...] = ("exact", "statistical")
+BUDGETS: tuple[str, ...] = ("quick", "standard", "thorough")
+CONVENTIONS: tuple[str, ...] = ("vllm",)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -26,7 +43,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description=(
             "Run the conformance harness on a verifier: structural probes, the exact or statistical law "
             "on an instance battery, an optional comparison with a named reference algorithm, and an "
-            "adversarial search. Exit 0 when every check passes, 1 when one fails, 2 for a usage error."
+            "adversarial search. Exit 0 passed, 1 failed (wrong law, or a failure on a valid input), 2 usage "
+            "error, 3 lossless but different from the named --reference."
         ),
     )
     p.add_argument(
@@ -37,23 +55,43 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--interface", default="generic", help=f"one of {', '.join(INTERFACES)} (default generic)")
     p.add_argument("--level", default="statistical", help=f"one of {', '.join(LEVELS)} (default statistical)")
     p.add_argument(
-        "--reference", default=None, metavar="NAME", help="algorithm the verifier claims (sd, bv, mdbv, ...)"
+        "--reference",
+        default=None,
+        metavar="NAME[:VARIANT]",
+        help="algorithm the verifier claims (sd, bv, mdbv, rrs, rrs:random_order, ...)",
+    )
+    p.add_argument(
+        "--conventions",
+        default="",
+        metavar="NAMES",
+        help=f"conventions to check as part of the verdict, comma-separated ({', '.join(CONVENTIONS)}: -1 "
+        "placeholder ids); otherwise they are advisory notes",
     )
     p.add_argument("--budget", default="standard", help=f"one of {', '.join(BUDGETS)} (default standard)")
     p.add_argument("--seed", type=int, default=0, help="seed of the harness (default 0)")
     p.add_argument("--time-limit", type=float, default=10.0, metavar="S", help="seconds per verifier call (default 10)")
     p.add_argument("--no-probes", action="store_true", help="skip the fixed robustness probes")
     p.add_argument("--no-search", action="store_true", help="skip the adversarial search")
+    p.add_argument(
+        "--isolation",
+        default=None,
+        choices=("process", "thread"),
+        help="run the verifier in a worker process (default where fork exists) or in-process",
+    )
+    p.add_argument("--workers", type=int, default=None, help="worker processes for batches (default min(2, CPUs))")
+    p.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Execute ``validate``; returns 0 (all checks pass) or 1 (a check failed)."""
+    """Execute ``validate``; returns the report's exit code (0 passed, 1 failed, 3 differs from the reference)."""
+    from spectr_gbv.validate import load_verifier, validate  # noqa: PLC0415 - keeps CLI start-up light
+
     if os.getcwd() not in sys.path and "" not in sys.path:  # as ``python -m``: the current directory first
         sys.path.insert(0, os.getcwd())
     try:
-        verify = load_verifier(args.verifier, args.interface)
+        verify = load_verifier(args.verifier, args.interface, isolation=args.isolation)
         report = validate(
             verify,
             interface=args.interface,
@@ -64,9 +102,13 @@ def run(args: argparse.Namespace) -> int:
             time_limit_s=args.time_limit,
             probes=not args.no_probes,
             search=not args.no_search,
+            conventions=args.conventions,
+            isolation=args.isolation,
+            workers=args.workers,
+            quiet=True if args.quiet else None,
         )
     except ValueError as exc:
         raise UsageError(str(exc).splitlines()[0]) from exc
     report.verifier = args.verifier
     print(report.to_json() if args.json else report.to_text())
-    return 0 if report.passed else 1
+    return report.exit_code

@@ -1,7 +1,9 @@
 """GPU layer: speculative decoding with Hugging Face causal LMs and batched verification kernels.
 
-Public API (importing this package needs ``torch`` and ``transformers``; the verification
-kernels in :mod:`spectr_gbv.gpu.kernels` are imported lazily, on the first verification):
+Public API (every name is imported lazily, on first access: ``import spectr_gbv.gpu`` needs
+no extra, using a name needs ``torch`` and, for the decoder and caches, ``transformers``, the
+``gpu`` extra; the verification kernels in :mod:`spectr_gbv.gpu.kernels` are imported on the
+first verification):
 
 * :class:`SpeculativeDecoder`, :class:`DecoderConfig` - the decoding loop
   (:mod:`spectr_gbv.gpu.decoder`);

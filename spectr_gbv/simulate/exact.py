@@ -23,7 +23,9 @@ Work saved, all exact:
   numpy indexing of the instance tables, and tuple weights are vectorised products.
 
 Enumeration is refused above :data:`MAX_DRAFT_TUPLES` tuples
-(:class:`EnumerationTooLargeError`).
+(:class:`EnumerationTooLargeError`). From :data:`PROGRESS_MIN_KERNELS` kernel evaluations on,
+a progress bar over them goes to stderr when it is a terminal
+(:func:`~spectr_gbv.core.progress.progress`; silenced by ``--quiet`` or ``SPECTR_GBV_QUIET=1``).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ import numpy as np
 
 from spectr_gbv.core.instance import Instance
 from spectr_gbv.core.numbers import Scalar, check_distribution, sum_exact, zeros_like_kind
+from spectr_gbv.core.progress import progress
 from spectr_gbv.core.tabular import TabularAR
 from spectr_gbv.reference.base import Verifier, VerifyInput
 from spectr_gbv.reference.registry import get_verifier
@@ -47,6 +50,10 @@ from spectr_gbv.reference.registry import get_verifier
 #: simulator enumerates. Exact kernels cost ~0.3-1 ms each (mdbv: n=3, L=3, K=3, 15,625
 #: tuples in ~7 s on one core), so the limit bounds a run to a few minutes.
 MAX_DRAFT_TUPLES = 200_000
+
+#: A progress bar (:func:`~spectr_gbv.core.progress.progress`: on a terminal, unless quiet) is
+#: shown when at least this many kernels are evaluated (about a second or more of work).
+PROGRESS_MIN_KERNELS = 2_000
 
 #: Float instances: ``lossless`` means ``validity_defect <= FLOAT_DEFECT_TOL``.
 FLOAT_DEFECT_TOL = 1e-9
@@ -338,17 +345,21 @@ def simulate_exact(
         "residual_fallbacks": 0,
         "fallback_draft_mass": zero,
     }
-    for row, w in groups.values():
-        batch = VerifyInput(table.tokens[row], table.draft_rows[row], table.target_rows[row], exact)
-        for o, prob in verifier.outcome_law_checked(batch).items():
-            law[o] = law.get(o, zero) + w * prob
-        d = verifier.last_diagnostics
-        if d.get("clamped", 0):
-            diag["clamped"] += d["clamped"]
-            diag["clamped_draft_mass"] += w
-        if d.get("residual_fallbacks", 0):
-            diag["residual_fallbacks"] += d["residual_fallbacks"]
-            diag["fallback_draft_mass"] += w
+    quiet = True if len(groups) < PROGRESS_MIN_KERNELS else None
+    bar = progress(len(groups), f"{verifier.name} K={K}", quiet=quiet, unit="kernel")
+    with bar:
+        for row, w in groups.values():
+            batch = VerifyInput(table.tokens[row], table.draft_rows[row], table.target_rows[row], exact)
+            for o, prob in verifier.outcome_law_checked(batch).items():
+                law[o] = law.get(o, zero) + w * prob
+            d = verifier.last_diagnostics
+            if d.get("clamped", 0):
+                diag["clamped"] += d["clamped"]
+                diag["clamped_draft_mass"] += w
+            if d.get("residual_fallbacks", 0):
+                diag["residual_fallbacks"] += d["residual_fallbacks"]
+                diag["fallback_draft_mass"] += w
+            bar.update()
 
     defect = validity_defect(instance.target, law, L)
     tol = (verifier.kernel_tolerance if exact else FLOAT_DEFECT_TOL) or None
@@ -374,6 +385,7 @@ def simulate_exact(
 __all__ = [
     "FLOAT_DEFECT_TOL",
     "MAX_DRAFT_TUPLES",
+    "PROGRESS_MIN_KERNELS",
     "DraftTable",
     "EnumerationTooLargeError",
     "ExactResult",

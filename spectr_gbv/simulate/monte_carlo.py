@@ -97,6 +97,28 @@ class GTest:
     cells: int
 
 
+def combine_g_tests(tests: list[GTest]) -> GTest:
+    """Sum of independent G statistics (and dfs) of several conditional multinomials.
+
+    Parameters
+    ----------
+    tests : list of GTest
+        Independent tests (e.g. one per conditioning prefix).
+
+    Returns
+    -------
+    GTest
+        G and df summed, the p-value of chi2(df) at G (1.0 when df = 0; 0.0 when some G is infinite).
+    """
+    if any(t.g == math.inf for t in tests):
+        return GTest(math.inf, sum(t.df for t in tests), 0.0, sum(t.cells for t in tests))
+    g = sum(t.g for t in tests)
+    df = sum(t.df for t in tests)
+    if df == 0:
+        return GTest(0.0, 0, 1.0, sum(t.cells for t in tests))
+    return GTest(g, df, float(stats.chi2.sf(g, df)), sum(t.cells for t in tests))
+
+
 def pooled_g_test(observed: np.ndarray, expected_prob: np.ndarray) -> GTest:
     """G-test of counts against probabilities (cells with expected count < 5 pooled).
 

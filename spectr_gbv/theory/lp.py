@@ -8,6 +8,9 @@ targets with zero target probability are left out (validity forces them to 0). T
 solved by ``scipy.optimize.linprog(method="highs")`` in float64 with sparse constraint
 matrices, one exactly redundant row dropped (THEORY.md section 5, pitfall), and the returned
 kernel is re-checked in exact rational arithmetic (:class:`LPResult` fields ``*_defect``).
+An LP with at least :data:`LP_PROGRESS_NONZEROS` constraint nonzeros shows its stage
+(building, solving, exact recheck) on a one-line bar on stderr when it is a terminal
+(:func:`~spectr_gbv.core.progress.progress`; silenced by ``--quiet`` or ``SPECTR_GBV_QUIET=1``).
 
 Values are expected *accepted* tokens E[tau]; add 1 for the per-iteration block efficiency.
 """
@@ -20,6 +23,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from spectr_gbv.core.progress import ProgressBar, progress
 from spectr_gbv.core.tabular import TabularAR
 from spectr_gbv.theory import _lp_build as build
 from spectr_gbv.theory._checks import check_models
@@ -27,6 +31,10 @@ from spectr_gbv.theory._lp_check import check_opt, check_ot, exact
 
 #: Largest number of constraint-matrix nonzeros an LP may have before it is refused.
 MAX_LP_NONZEROS = 20_000_000
+
+#: LPs with at least this many constraint nonzeros (about a second to build, solve and
+#: recheck) show a progress line (:func:`~spectr_gbv.core.progress.progress`).
+LP_PROGRESS_NONZEROS = 50_000
 
 Draft = tuple[int, ...]
 Multiset = tuple[Draft, ...]
@@ -173,6 +181,19 @@ def _refuse_if_large(size: tuple[int, int, int], n: int, k: int, length: int, ki
         )
 
 
+def _stages(size: tuple[int, int, int], kind: str, k: int) -> ProgressBar:
+    """A three-stage bar (build, solve, recheck) for a large LP, a no-op for a small one."""
+    quiet = True if size[2] < LP_PROGRESS_NONZEROS else None
+    bar = progress(3, f"{kind.upper()}(K={k}) LP, {size[2]:,} nonzeros", quiet=quiet, unit="stage")
+    bar.set_postfix_str("building")
+    return bar
+
+
+def _next_stage(bar: ProgressBar, stage: str) -> None:
+    bar.update()
+    bar.set_postfix_str(stage)
+
+
 def _keys(tree_drafts: np.ndarray, ms: np.ndarray) -> list[Multiset]:
     drafts = [tuple(x) for x in tree_drafts.tolist()]
     return [tuple(drafts[d] for d in row) for row in ms.tolist()]
@@ -243,16 +264,20 @@ def optimal_lossless(
     tree = build.prefix_tree(target, draft, draft_length)
     size = build.opt_size(tree, num_drafts)
     _refuse_if_large(size, target.n, num_drafts, draft_length, "opt", max_nonzeros)
-    ms, mult = build.multisets(len(tree.drafts), num_drafts)
-    mass = mult * np.prod(tree.q_drafts[ms], axis=1)
-    lp = build.build_opt(tree, ms, mass)
-    status, message, value, x = build.solve(lp, time_limit)
-    if status != 0:
-        raise LPSolveError("OPT", status, message)
-    root = np.asarray(target.cond(()), dtype=np.float64)
-    fallback = {(v,): float(root[v]) for v in np.flatnonzero(root > 0).tolist()}
-    kernel = build.read_kernel(lp, x, _keys(tree.drafts, ms), tree.row_output, fallback)
-    checks = check_opt(kernel, target, draft, draft_length)
+    with _stages(size, "opt", num_drafts) as bar:
+        ms, mult = build.multisets(len(tree.drafts), num_drafts)
+        mass = mult * np.prod(tree.q_drafts[ms], axis=1)
+        lp = build.build_opt(tree, ms, mass)
+        _next_stage(bar, "solving (HiGHS)")
+        status, message, value, x = build.solve(lp, time_limit)
+        if status != 0:
+            raise LPSolveError("OPT", status, message)
+        _next_stage(bar, "exact recheck")
+        root = np.asarray(target.cond(()), dtype=np.float64)
+        fallback = {(v,): float(root[v]) for v in np.flatnonzero(root > 0).tolist()}
+        kernel = build.read_kernel(lp, x, _keys(tree.drafts, ms), tree.row_output, fallback)
+        checks = check_opt(kernel, target, draft, draft_length)
+        bar.update()
     size = (lp.a_eq.shape[1], lp.a_eq.shape[0], lp.a_eq.nnz)
     return LPResult(value, "opt", num_drafts, draft_length, kernel, status, message, *size, *checks)
 
@@ -316,17 +341,21 @@ def optimal_coupling(
     targets = np.argwhere(np.asarray(p_exact > 0, dtype=bool)).astype(np.int64)
     size = build.ot_size(len(drafts), len(targets), num_drafts)
     _refuse_if_large(size, target.n, num_drafts, L, "ot", max_nonzeros)
-    ms, mult = build.multisets(len(drafts), num_drafts)
-    mass = mult * np.prod(q_drafts[ms], axis=1)
-    p_targets = np.asarray(p_exact[tuple(targets.T)], dtype=np.float64)
-    lp = build.build_ot(drafts, ms, mass, targets, p_targets)
-    status, message, value, x = build.solve(lp, time_limit)
-    if status != 0:
-        raise LPSolveError("OT", status, message)
-    outputs = [tuple(y) for y in targets.tolist()]
-    fallback = dict(zip(outputs, p_targets.tolist(), strict=True))
-    kernel = build.read_kernel(lp, x, _keys(drafts, ms), outputs, fallback)
-    checks = check_ot(kernel, target, draft, L)
+    with _stages(size, "ot", num_drafts) as bar:
+        ms, mult = build.multisets(len(drafts), num_drafts)
+        mass = mult * np.prod(q_drafts[ms], axis=1)
+        p_targets = np.asarray(p_exact[tuple(targets.T)], dtype=np.float64)
+        lp = build.build_ot(drafts, ms, mass, targets, p_targets)
+        _next_stage(bar, "solving (HiGHS)")
+        status, message, value, x = build.solve(lp, time_limit)
+        if status != 0:
+            raise LPSolveError("OT", status, message)
+        _next_stage(bar, "exact recheck")
+        outputs = [tuple(y) for y in targets.tolist()]
+        fallback = dict(zip(outputs, p_targets.tolist(), strict=True))
+        kernel = build.read_kernel(lp, x, _keys(drafts, ms), outputs, fallback)
+        checks = check_ot(kernel, target, draft, L)
+        bar.update()
     size = (lp.a_eq.shape[1], lp.a_eq.shape[0], lp.a_eq.nnz)
     return LPResult(value, "ot", num_drafts, L, kernel, status, message, *size, *checks)
 

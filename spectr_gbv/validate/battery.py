@@ -14,10 +14,18 @@ kind                       n     L    K   what it exercises
 ``low_temperature``        4     2    2   near one-hot rows (softmax at T = 0.15)
 ``tiny_probabilities``     5     1    2   entries of 1e-6 next to large ones (ratios ~1e5)
 ``long_block``             2     5    2   long blocks, late rejections and bonus tokens
+``tied_ratios``            3     2    3   p >= q on several children (ratios tie at 1, and
+                                          tie exactly before clamping) and a p = q row
+``wide_tree``              4     1    4   four drafts; the root row puts its draft mass on
+                                          tokens the target dislikes, so the root sees three
+                                          or four sibling rejections and the residual
+                                          changes at each (multi-draft interfaces only)
 ========================  ====  ====  ==  =================================================
 
-Chain and Hugging Face verifiers are single-draft: their battery uses K = 1. The battery is
-fixed (seeded per kind), independent of the harness seed.
+Chain and Hugging Face verifiers are single-draft: their battery uses K = 1 and leaves out the
+kinds of :data:`MULTI_DRAFT_KINDS` (``wide_tree`` tests sibling rejections, which need K > 1).
+The battery is fixed (seeded per kind, exact rationals), independent of the harness seed.
+
 """
 
 from __future__ import annotations
@@ -41,6 +49,29 @@ KINDS: tuple[str, ...] = (
     "low_temperature",
     "tiny_probabilities",
     "long_block",
+    "tied_ratios",
+    "wide_tree",
+)
+#: Number of drafts K of each kind for multi-draft (generic) interfaces.
+KIND_K: dict[str, int] = {
+    "dense": 2,
+    "sparse_disjoint": 3,
+    "p_equals_q": 2,
+    "low_temperature": 2,
+    "tiny_probabilities": 2,
+    "long_block": 2,
+    "tied_ratios": 3,
+    "wide_tree": 4,
+}
+#: Kinds left out of single-draft batteries (chain, hf): they test what only K > 1 shows.
+MULTI_DRAFT_KINDS: tuple[str, ...] = ("wide_tree",)
+
+#: Root row of ``wide_tree``: q puts 4/5 of its mass on tokens 2, 3 (p = 1/20 each), so most
+#: drafts are rejected; token 0 (q = 1/5) keeps a share of each residual, which changes at
+#: every rejection: R_1 = (3/7, 4/7, 0, 0), R_2 = (2/7, 5/7, 0, 0), R_3 = (3/28, 25/28, 0, 0).
+DEEP_RESIDUAL_ROW: tuple[tuple[Fraction, ...], tuple[Fraction, ...]] = (
+    (Fraction(1, 2), Fraction(2, 5), Fraction(1, 20), Fraction(1, 20)),
+    (Fraction(1, 5), Fraction(0), Fraction(3, 10), Fraction(1, 2)),
 )
 
 
@@ -144,6 +175,51 @@ def _softmax(logits: np.ndarray, temperature: float) -> np.ndarray:
     return z / z.sum()
 
 
+Rows = dict[tuple[int, ...], list[Fraction]]
+
+
+def _tilted(q_row: list[Fraction], loser: int, share: Fraction) -> list[Fraction]:
+    """p = q with ``share`` of token ``loser``'s mass moved to the others in proportion to q.
+
+    Every other token then has the same ratio p/q > 1 (a tie before and after clamping at 1).
+    """
+    moved = q_row[loser] * share
+    rest = 1 - q_row[loser]
+    return [q_row[v] - moved if v == loser else q_row[v] * (1 + moved / rest) for v in range(len(q_row))]
+
+
+def _tied_rows(rng: np.random.Generator, n: int, L: int) -> tuple[Rows, Rows]:
+    """``tied_ratios``: tilted rows (ties at ratio > 1), one p = q row, Dirichlet rows at the bonus depth."""
+    p_rows: Rows = {}
+    q_rows: Rows = {}
+    for t in range(L):
+        for pre in itertools.product(range(n), repeat=t):
+            q_row = _fractions(_dirichlet(rng, n, 2.0), 60)
+            if pre == (0,) * t and t > 0:
+                p_rows[pre] = list(q_row)  # p = q: every ratio is 1, the residual is zero
+            else:
+                p_rows[pre] = _tilted(q_row, int(rng.integers(n)), Fraction(1, 2))
+            q_rows[pre] = q_row
+    for pre in itertools.product(range(n), repeat=L):
+        p_rows[pre] = _fractions(_dirichlet(rng, n), 240)
+    return p_rows, q_rows
+
+
+def _deep_rows(rng: np.random.Generator, n: int, L: int) -> tuple[Rows, Rows]:
+    """``wide_tree``: :data:`DEEP_RESIDUAL_ROW` at the root, token-permuted copies below it."""
+    base_p, base_q = DEEP_RESIDUAL_ROW
+    p_rows: Rows = {}
+    q_rows: Rows = {}
+    for t in range(L):
+        for pre in itertools.product(range(n), repeat=t):
+            perm = np.arange(n) if t == 0 else rng.permutation(n)
+            p_rows[pre] = [base_p[int(perm[v])] for v in range(n)]
+            q_rows[pre] = [base_q[int(perm[v])] for v in range(n)]
+    for pre in itertools.product(range(n), repeat=L):
+        p_rows[pre] = _fractions(_dirichlet(rng, n), 240)
+    return p_rows, q_rows
+
+
 def _build(kind: str, K: int) -> BatteryInstance:
     """The instance of one battery kind (fixed seed per kind)."""
     seed = 1000 + KINDS.index(kind)
@@ -190,6 +266,16 @@ def _build(kind: str, K: int) -> BatteryInstance:
         n, L = 2, 5
         p = _model(n, L, lambda _: _dirichlet(rng, n, 2.0), den, "target")
         q = _model(n, L - 1, lambda _: _dirichlet(rng, n, 2.0), den, "draft")
+    elif kind == "tied_ratios":
+        n, L = 3, 2
+        p_rows, q_rows = _tied_rows(rng, n, L)
+        p = TabularAR(n, p_rows, depth=L, name="target")
+        q = TabularAR(n, q_rows, depth=L - 1, name="draft")
+    elif kind == "wide_tree":
+        n, L = 4, 1
+        p_rows, q_rows = _deep_rows(rng, n, L)
+        p = TabularAR(n, p_rows, depth=L, name="target")
+        q = TabularAR(n, q_rows, depth=L - 1, name="draft")
     else:
         raise ValueError(f"kind: unknown battery kind {kind!r}; valid: {', '.join(KINDS)}")
     inst = Instance(p, q, L, name=f"battery:{kind}")
@@ -202,8 +288,10 @@ def default_battery(max_drafts: int | None = None, kinds: Sequence[str] | None =
     Parameters
     ----------
     max_drafts : int or None
-        1 for single-draft interfaces (chain, hf): every instance gets K = 1. None: the generic
-        interface's K (3 for ``sparse_disjoint``, 2 otherwise).
+        1 for single-draft interfaces (chain, hf): every instance gets K = 1, and the kinds of
+        :data:`MULTI_DRAFT_KINDS` are left out unless named in ``kinds``. None: each kind's K
+        of :data:`KIND_K` (2; 3 for ``sparse_disjoint`` and ``tied_ratios``; 4 for
+        ``wide_tree``). Another int caps every K at it.
     kinds : sequence of str, optional
         Subset of :data:`KINDS` (default all), in battery order.
 
@@ -216,13 +304,16 @@ def default_battery(max_drafts: int | None = None, kinds: Sequence[str] | None =
     ValueError
         An unknown kind.
     """
-    chosen = list(KINDS) if kinds is None else list(kinds)
+    if kinds is None:
+        chosen = [k for k in KINDS if not (max_drafts == 1 and k in MULTI_DRAFT_KINDS)]
+    else:
+        chosen = list(kinds)
     out = []
     for kind in chosen:
         if kind not in KINDS:
             raise ValueError(f"kinds: unknown battery kind {kind!r}; valid: {', '.join(KINDS)}")
-        K = 3 if kind == "sparse_disjoint" else 2
-        out.append(_build(kind, 1 if max_drafts == 1 else K))
+        K = KIND_K[kind] if max_drafts is None else min(KIND_K[kind], max_drafts)
+        out.append(_build(kind, K))
     return out
 
 
@@ -367,7 +458,10 @@ def _last_positive(levels: np.ndarray) -> np.ndarray:
 
 
 __all__ = [
+    "DEEP_RESIDUAL_ROW",
     "KINDS",
+    "KIND_K",
+    "MULTI_DRAFT_KINDS",
     "BatteryInstance",
     "Tables",
     "default_battery",

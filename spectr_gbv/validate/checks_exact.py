@@ -35,10 +35,11 @@ from typing import Any
 import numpy as np
 
 from spectr_gbv.core.instance import Instance
-from spectr_gbv.reference.registry import get_verifier
 from spectr_gbv.simulate.exact import DraftTable, validity_defect
 from spectr_gbv.validate.battery import BatteryInstance, Tables
 from spectr_gbv.validate.interfaces import Adapter
+from spectr_gbv.validate.reference_check import differs_wording
+from spectr_gbv.validate.reference_variants import reference_verifier
 from spectr_gbv.validate.report import CheckResult
 
 #: Float64 laws: a validity defect at most this counts as 0.
@@ -105,6 +106,11 @@ def _stop_tv(a: Mapping[tuple[int, ...], Any], b: Mapping[tuple[int, ...], Any],
     return float(np.abs(la - lb).sum() / 2)
 
 
+def _differs(reference: str, acceptance: bool, num_drafts: int) -> str:
+    """Why a ``reference_law_exact`` check failed (the acceptance rule, else the token at the stop)."""
+    return differs_wording(reference, acceptance, not acceptance, num_drafts=num_drafts)
+
+
 def declared_law(
     law_fn: Callable[..., Any], bi: BatteryInstance, adapter: Adapter, reference: str | None
 ) -> tuple[dict[tuple[int, ...], Any], bool, dict[str, Any] | None]:
@@ -129,7 +135,7 @@ def declared_law(
     m = len(table.tokens)
     if m**K > MAX_TUPLES:
         raise ExactUnavailable(f"{m**K} draft tuples exceed the limit {MAX_TUPLES}")
-    ref = get_verifier(reference) if reference else None
+    ref = reference_verifier(reference) if reference else None
     state = {"exact": inst.exact}
 
     def one(row: tuple[int, ...]) -> dict[tuple[int, ...], Any]:
@@ -148,7 +154,7 @@ def declared_law(
             raise ExactUnavailable(f"outcome_law raised {type(exc).__name__}: {exc}".splitlines()[0]) from exc
         return _check_law(raw, d, inst.n, False)
 
-    def job() -> tuple[dict[tuple[int, ...], Any], dict[str, Any] | None]:
+    def job() -> tuple[dict[tuple[int, ...], Any], dict[str, Any] | None, bool]:
         law: dict[tuple[int, ...], Any] = {}
         worst: dict[str, Any] | None = None
         for row in itertools.product(range(m), repeat=K):
@@ -173,9 +179,9 @@ def declared_law(
                         "tv": tv,
                         "stop_tv": _stop_tv(kern, rlaw, L),
                     }
-        return law, worst
+        return law, worst, state["exact"]  # state too: the job may run in a forked worker
 
-    law, worst = adapter.guard.run(job)
+    law, worst, state["exact"] = adapter.guard.run(job)
     if not state["exact"]:
         law = {o: float(v) for o, v in law.items()}
     return law, state["exact"], worst
@@ -225,7 +231,7 @@ def outcome_law_checks(
         if worst is not None:
             tol = 0 if exact else FLOAT_TOL
             same = float(worst["tv"]) <= tol
-            diag = "ok" if same else ("wrong_residual" if worst["stop_tv"] <= max(tol, 1e-12) else "not_lossless")
+            diag = "ok" if same else "differs_from_reference"
             checks.append(
                 CheckResult(
                     f"reference_law_exact[{bi.label}]",
@@ -237,6 +243,7 @@ def outcome_law_checks(
                         f"largest TV between the declared law and {reference}'s over all draft tuples: "
                         f"{float(worst['tv']):.6g} (drafts {worst['drafts']}; stop-position law TV "
                         f"{worst['stop_tv']:.6g})"
+                        + ("" if same else "; " + _differs(reference, worst["stop_tv"] > max(tol, 1e-12), bi.K))
                     ),
                     diagnosis=diag,
                 )
@@ -415,11 +422,11 @@ def chain_checks(
     """
     checks: list[CheckResult] = []
     laws: dict[str, dict[tuple[int, ...], float]] = {}
-    ref = get_verifier(reference) if reference else None
+    ref = reference_verifier(reference) if reference else None
     for pos, bi in enumerate(battery):
         name = f"exact_defect[{bi.label}]"
         try:
-            law, per_draft, calls = chain_law(adapter, bi, seed)
+            law, per_draft, calls = adapter.guard.run(lambda bi=bi: chain_law(adapter, bi, seed))  # one worker job
         except ExactUnavailable as exc:
             if pos == 0 and "sweep needs" not in str(exc):
                 unavailable = CheckResult(
@@ -460,7 +467,7 @@ def chain_checks(
                 if tv > worst[0]:
                     worst = (tv, _stop_tv(kern, rlaw, inst.L), list(draft))
             same = worst[0] <= CHAIN_TOL
-            diag = "ok" if same else ("wrong_residual" if worst[1] <= CHAIN_TOL else "not_lossless")
+            diag = "ok" if same else "differs_from_reference"
             checks.append(
                 CheckResult(
                     f"reference_law_exact[{bi.label}]",
@@ -471,6 +478,7 @@ def chain_checks(
                     detail=(
                         f"largest TV between the law given the draft and {reference}'s: {worst[0]:.3g} "
                         f"(draft {worst[2]}; stop-position law TV {worst[1]:.3g}; tolerance {CHAIN_TOL:g})"
+                        + ("" if same else "; " + _differs(reference, worst[1] > CHAIN_TOL, 1))
                     ),
                     diagnosis=diag,
                 )

@@ -1,88 +1,127 @@
 """Probes: inputs that trigger public verification bugs (ECOSYSTEM.md B5-B12, shipped as docs/project/ECOSYSTEM.md).
 
-* ``determinism``: the same seed (generic, hf) or the same uniforms (chain) twice;
+* ``determinism`` (advisory): the same seed (generic, hf) or the same uniforms (chain) twice;
 * ``placeholder_ids`` (B7, B8): drafts padded with -1 ids, their draft rows zero or copied;
-  a -1 must never be accepted (a verifier may refuse such input by raising: not applicable);
-* ``zero_coin`` (B10, B12): a coin of exactly 0 (chain: supplied uniforms 0; generic/hf: a
-  generator whose first uniform is exactly 0.0, :func:`generator_with_first_uniform`) on a
-  draft token of target probability 0;
-* ``degenerate_residual`` (B5, B6): rows with p <= q everywhere (row sums 1 - 1e-12, within
-  the input tolerance) and a coin that rejects, so the residual max(p - q, 0) is all zero;
-  the verifier must still emit a valid token (raising is reported as not applicable);
-* ``nan_target_row`` (B5): a NaN target row; raising or a valid token pass, NaN or an id
-  outside the vocabulary fails;
+  a -1 must never be accepted (raising is a refusal: not applicable). Advisory unless the
+  convention is declared (``declared=True``); informational under the hf interface;
+* ``zero_coin`` (B10, B12): a coin of exactly 0 on a draft token of target probability 0;
+* ``degenerate_residual`` (B5, B6): a rejection whose residual ``max(p - q, 0)`` is exactly 0;
+  a valid input (it arises when p and q nearly agree): the verifier must emit a valid token,
+  and raising fails (``raises``);
+* ``nan_target_row`` (B5): a NaN target row, not a valid input: raising or a valid token pass,
+  a NaN or out-of-vocabulary id is an advisory note;
 * ``uniform_reuse`` (B9, chain): whether the correction token depends on the uniform that
   decided the rejection.
 
-On a probe, raising is a refusal (the check is not applicable); emitting a wrong token fails.
+**Forcing a coin, and proving it was forced.** ``zero_coin`` and ``degenerate_residual`` need
+the acceptance coin of position 0 to be exactly 0, or the largest uniform below 1; how the
+harness forces it, per interface, and confirms it on a control is described, and done, in
+:mod:`spectr_gbv.validate.probe_runner`. When no forcing is confirmed the probe is
+inconclusive (``passed=None``), never a pass; the detail names the confirmed draw index, the
+coin value and its dtype.
+
+The coin machinery's public names (:class:`~spectr_gbv.validate.probe_runner.Forcing`,
+``FORCE_INDICES``, ``CONTROL_RATIO``, ``DEGENERATE_RATIO``) stay importable from here.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 
+from spectr_gbv.validate import coins
 from spectr_gbv.validate.battery import BatteryInstance, Tables
 from spectr_gbv.validate.calls import VerifierFailure, VerifierTimedOut
 from spectr_gbv.validate.checks_structural import failure_result
 from spectr_gbv.validate.interfaces import Adapter
-from spectr_gbv.validate.outputs import Emitted
+from spectr_gbv.validate.probe_runner import (  # noqa: F401 - re-exported: the coin machinery's public names
+    CONTROL_RATIO,
+    DEGENERATE_RATIO,
+    FORCE_INDICES,
+    Forcing,
+    _candidates,
+    _emit,
+    _failed,
+    _first_problem,
+    _inconclusive,
+    _raised,
+    _spec,
+    _takes_uniforms,
+    _tile,
+    _valid_tokens,
+)
 from spectr_gbv.validate.report import CheckResult
 
-#: PCG64 multiplier (numpy's ``PCG_DEFAULT_MULTIPLIER_128``).
-_PCG_MULT = 0x2360ED051FC65DA44385DF649FCCF645
-_MASK128 = (1 << 128) - 1
+_PLACEHOLDER_NOTE = (
+    " (advisory: the interface does not promise -1 placeholder ids; declare the vLLM convention with "
+    "--conventions vllm to make this part of the verdict)"
+)
 
 
 def generator_with_first_uniform(which: str, seed: int = 0) -> np.random.Generator:
     """A :class:`numpy.random.Generator` whose first ``random()`` is exactly 0.0 or 1 - 2**-53.
 
-    numpy's PCG64 advances its 128-bit state ``s -> s * M + inc`` and outputs
-    ``rotr64(hi(s) ^ lo(s), s >> 122)``: a state with ``hi == lo`` outputs 0 (``random() =
-    0.0``), one with ``lo == ~hi`` outputs ``2**64 - 1`` (``random() = 1 - 2**-53``). The
-    state is set to the preimage of such a state; later draws are ordinary.
+    :func:`spectr_gbv.validate.coins.numpy_coin_generator` at draw index 0: the first 64-bit
+    output is 0 (``"zero"``) or ``2**64 - 1`` (``"max"``); later draws are ordinary.
 
     Parameters
     ----------
     which : str
         ``"zero"`` or ``"max"``.
     seed : int
-        Picks the stream increment (and so the later draws).
+        Picks the stream (and so the later draws).
+
+    Returns
+    -------
+    numpy.random.Generator
 
     Raises
     ------
     ValueError
         ``which`` not ``"zero"`` or ``"max"``.
     """
-    if which not in ("zero", "max"):
-        raise ValueError(f"which: expected 'zero' or 'max', got {which!r}")
-    bg = np.random.PCG64(seed)
-    state = bg.state
-    inc = int(state["state"]["inc"])
-    target = 0 if which == "zero" else (1 << 64) - 1
-    prev = ((target - inc) * pow(_PCG_MULT, -1, 1 << 128)) & _MASK128
-    state["state"]["state"] = prev
-    state["has_uint32"] = 0
-    bg.state = state
-    return np.random.Generator(bg)
+    return coins.numpy_coin_generator(which, 0, seed)
 
 
+# ------------------------------------------------------------------------------ the probes
 def check_determinism(adapter: Adapter, tables: Tables, bi: BatteryInstance, seed: int, num: int = 64) -> CheckResult:
-    """Same seed (generic, hf) or same uniforms (chain) twice -> same outputs."""
+    """Same seed (generic, hf) or same uniforms (chain) twice -> same outputs (advisory).
+
+    Non-determinism under the harness's randomness is a contract note (the exact level and the
+    replay of a failure need it), not a failure of losslessness: the result is advisory.
+
+    Parameters
+    ----------
+    adapter : Adapter
+    tables : Tables
+        Rows of ``bi``'s instance.
+    bi : BatteryInstance
+    seed : int
+    num : int
+        Calls per repetition.
+
+    Returns
+    -------
+    CheckResult
+        ``advisory=True``; ``diagnosis="not_deterministic"`` when the repetitions differ.
+    """
     rng = np.random.default_rng([seed, 7])
     drafts = tables.sample_drafts(num, bi.K, rng)
     q, p = tables.rows(drafts)
-    uniforms = rng.random((num, bi.instance.L + 1)) if adapter.interface == "chain" else None
+    uniforms = rng.random((num, bi.instance.L + 1)) if _takes_uniforms(adapter) else None
     a = adapter.emit(drafts, q, p, np.random.default_rng([seed, 8]), uniforms)
     b = adapter.emit(drafts, q, p, np.random.default_rng([seed, 8]), uniforms)
     same = np.array_equal(a.tokens, b.tokens) and np.array_equal(a.lengths, b.lengths)
-    what = "the same uniforms" if adapter.interface == "chain" else "a generator with the same seed"
+    what = "the same uniforms" if _takes_uniforms(adapter) else "a generator with the same seed"
     if same:
         return CheckResult(
-            "determinism", "structural", True, sample_size=2 * num, detail=f"{num} calls repeated with {what}: equal"
+            "determinism",
+            "structural",
+            True,
+            sample_size=2 * num,
+            detail=f"{num} calls repeated with {what}: equal",
+            advisory=True,
         )
     diff = int(np.argmax((a.tokens != b.tokens).any(axis=1) | (a.lengths != b.lengths)))
     return CheckResult(
@@ -97,150 +136,83 @@ def check_determinism(adapter: Adapter, tables: Tables, bi: BatteryInstance, see
             "the verifier draws randomness that the harness does not control"
         ),
         diagnosis="not_deterministic",
+        advisory=True,
     )
 
 
-def _probe_inputs(V: int, L: int, K: int, B: int, rows: Callable[[int], tuple[np.ndarray, np.ndarray]]) -> Any:
-    q = np.empty((B, K, L, V))
-    p = np.empty((B, K, L + 1, V))
-    for b in range(B):
-        qb, pb = rows(b)
-        q[b], p[b] = qb, pb
-    return q, p
-
-
-def _probe_result(
-    name: str,
-    category: str,
-    adapter: Adapter,
-    drafts: np.ndarray,
-    q: np.ndarray,
-    p: np.ndarray,
-    rngs: list[np.random.Generator],
-    uniforms: np.ndarray | None,
-    judge: Callable[[Emitted, int], tuple[str, str] | None],
-    spec: dict[str, Any],
-    what: str,
-    refused_ok: bool = True,
-    refusal_note: str = "",
-) -> CheckResult:
-    """Run a probe (one call per rng, or one batch for chain) and judge each output row."""
-    try:
-        if adapter.interface == "chain":
-            em = adapter.emit(drafts, q, p, rngs[0], uniforms)
-        else:
-            parts = [adapter.emit(drafts[b : b + 1], q[b : b + 1], p[b : b + 1], rngs[b]) for b in range(len(drafts))]
-            em = Emitted(
-                np.concatenate([e.tokens for e in parts]),
-                np.concatenate([e.lengths for e in parts]),
-                {b: e.problems[0] for b, e in enumerate(parts) if 0 in e.problems},
-            )
-    except VerifierTimedOut as err:
-        return failure_result(name, category, err, spec)
-    except VerifierFailure as err:
-        if refused_ok:
-            detail = f"refused: {err}" + (f". {refusal_note}" if refusal_note else "")
-            return CheckResult(name, category, None, sample_size=len(drafts), instance=spec, detail=detail)
-        return failure_result(name, category, err, spec)
-    for b in range(len(drafts)):
-        verdict = judge(em, b)
-        if verdict is not None:
-            diag, msg = verdict
-            return CheckResult(
-                name,
-                category,
-                False,
-                sample_size=len(drafts),
-                instance={**spec, "drafts": drafts[b].tolist()},
-                detail=f"{what}: {msg}",
-                diagnosis=diag,
-            )
-    return CheckResult(
-        name, category, True, sample_size=len(drafts), instance=spec, detail=f"{what}: all outputs valid"
-    )
-
-
-def _spec(name: str, drafts: np.ndarray, q: np.ndarray, p: np.ndarray, **extra: Any) -> dict[str, Any]:
-    B, K, L = drafts.shape
-    return {
-        "kind": "probe",
-        "name": name,
-        "n": int(q.shape[-1]),
-        "L": int(L),
-        "K": int(K),
-        "draft_probs": q[0].tolist(),
-        "target_probs": p[0].tolist(),
-        **extra,
-    }
-
-
-def _rngs(kind: str | None, B: int, seed: int) -> list[np.random.Generator]:
-    if kind is None:
-        return [np.random.default_rng([seed, b]) for b in range(B)]
-    return [generator_with_first_uniform(kind, seed + b) for b in range(B)]
-
-
-def _valid_tokens(em: Emitted, b: int, V: int, max_len: int) -> tuple[str, str] | None:
-    if b in em.problems:
-        return em.problems[b]
-    toks = em.tokens[b, : em.lengths[b]]
-    if np.any((toks < 0) | (toks >= V)):
-        return "nan_or_out_of_vocab", f"emitted {toks.tolist()} (an id outside 0..{V - 1})"
-    if em.lengths[b] > max_len:
-        return "bad_output", f"emitted {toks.tolist()}, more than {max_len} tokens"
-    return None
-
-
-def check_placeholders(adapter: Adapter, K: int, seed: int) -> list[CheckResult]:
+def check_placeholders(adapter: Adapter, K: int, seed: int, declared: bool = False) -> list[CheckResult]:
     """B7/B8: drafts [x, -1, -1] (K copies); the -1 slots must be rejected, never emitted.
 
     Two variants: draft rows at the placeholder slots all zero (so ``p / q`` is inf or NaN
     there) and copied from a valid row (garbage that can pass the ratio test). Pass: every
     output is ``x`` (accepted) or not, then one valid token: at most 2 tokens, all in range.
+    Raising is a refusal (not applicable).
+
+    Parameters
+    ----------
+    adapter : Adapter
+    K : int
+        Drafts per row.
+    seed : int
+    declared : bool
+        Whether the verifier declares the -1 placeholder convention (vLLM's): False makes
+        every result advisory (outside the verdict). Under the hf interface a failure is
+        informational (``passed=None``) in any case: transformers never passes -1 ids.
+
+    Returns
+    -------
+    list of CheckResult
+        ``placeholder_ids[zero_rows]`` and ``placeholder_ids[copied_rows]``.
     """
     V, L, B = 4, 3, 24
     qrow = np.array([0.4, 0.3, 0.2, 0.1])
     prow = np.array([0.1, 0.2, 0.3, 0.4])
     out = []
     for variant in ("zero_rows", "copied_rows"):
+        name = f"placeholder_ids[{variant}]"
         drafts = np.full((B, K, L), -1, dtype=np.int64)
         drafts[:, :, 0] = np.arange(B)[:, None] % 3
-
-        def rows(_: int, variant: str = variant) -> tuple[np.ndarray, np.ndarray]:
-            q = np.tile(qrow, (K, L, 1))
-            if variant == "zero_rows":
-                q[:, 1:] = 0.0
-            return q, np.tile(prow, (K, L + 1, 1))
-
-        q, p = _probe_inputs(V, L, K, B, rows)
-        uniforms = np.random.default_rng([seed, 3]).random((B, L + 1)) if adapter.interface == "chain" else None
-
-        def judge(em: Emitted, b: int, drafts: np.ndarray = drafts) -> tuple[str, str] | None:
-            toks = em.tokens[b, : em.lengths[b]].tolist()
-            if b in em.problems:
-                diag, msg = em.problems[b]
-                return ("accepts_placeholder", msg) if diag == "bad_output" else (diag, msg)
-            if -1 in toks or em.lengths[b] > 2:
-                return "accepts_placeholder", (
-                    f"drafts {drafts[b, 0].tolist()} gave {toks}: a -1 placeholder accepted (docs/validate.md, "
-                    "'Placeholder ids': stop at the first -1 and draw from the target row there, or raise)"
+        q = _tile(qrow, B, K, L)
+        if variant == "zero_rows":
+            q[:, :, 1:] = 0.0
+        p = _tile(prow, B, K, L + 1)
+        spec = _spec(name, drafts[0], q[0], p[0])
+        res = None
+        try:
+            em, _ = _emit(adapter, drafts, q, p, None, seed)
+        except VerifierTimedOut as err:
+            res = failure_result(name, "robustness", err, spec)
+        except VerifierFailure as err:
+            res = CheckResult(name, "robustness", None, sample_size=B, instance=spec, detail=f"refused: {err}")
+        if res is None:
+            for b in range(B):
+                toks = em.tokens[b, : em.lengths[b]].tolist()
+                bad: tuple[str, str] | None
+                if b in em.problems:
+                    diag, msg = em.problems[b]
+                    bad = ("accepts_placeholder", msg) if diag == "bad_output" else (diag, msg)
+                elif -1 in toks or em.lengths[b] > 2:
+                    bad = (
+                        "accepts_placeholder",
+                        (
+                            f"drafts {drafts[b, 0].tolist()} gave {toks}: a -1 placeholder accepted (docs/validate.md, "
+                            "'Placeholder ids': stop at the first -1 and draw from the target row there, or raise)"
+                        ),
+                    )
+                else:
+                    bad = _valid_tokens(em, b, V, 2)
+                if bad is not None:
+                    res = _failed(name, b, bad, "drafts padded with -1 ids", drafts, q, p, B, None, seed, None)
+                    break
+            else:
+                res = CheckResult(
+                    name,
+                    "robustness",
+                    True,
+                    sample_size=B,
+                    instance=spec,
+                    detail="drafts padded with -1 ids: all valid",
                 )
-            return _valid_tokens(em, b, V, 2)
-
-        spec = _spec(f"placeholder_ids[{variant}]", drafts, q, p)
-        res = _probe_result(
-            f"placeholder_ids[{variant}]",
-            "robustness",
-            adapter,
-            drafts,
-            q,
-            p,
-            _rngs(None, B, seed),
-            uniforms,
-            judge,
-            spec,
-            "drafts padded with -1 ids",
-        )
         if adapter.interface == "hf" and res.passed is False:
             # transformers' candidates come from the assistant's generate(): never -1
             res = dataclasses.replace(
@@ -250,6 +222,10 @@ def check_placeholders(adapter: Adapter, K: int, seed: int) -> list[CheckResult]
                 detail=res.detail + " (informational: the hf interface has no placeholder ids; "
                 "transformers never passes -1 candidates)",
             )
+        if not declared:
+            res = dataclasses.replace(
+                res, advisory=True, detail=res.detail + (_PLACEHOLDER_NOTE if res.passed is not True else "")
+            )
         out.append(res)
     return out
 
@@ -257,138 +233,205 @@ def check_placeholders(adapter: Adapter, K: int, seed: int) -> list[CheckResult]
 def check_zero_coin(adapter: Adapter, K: int, seed: int) -> CheckResult:
     """B10/B12: a coin of exactly 0 must not accept a draft token of target probability 0.
 
-    Drafts are token 0 (all K) with ``q(0) = 1/2`` and ``p(0) = 0``; the uniforms are exactly 0
-    (chain: all of them; generic and hf: the generator's first draw). A correct verifier
-    rejects and emits 1 or 2; also probes the inverse-CDF boundary of a residual whose first
-    entry is 0 (a coin of 0 must not pick it).
+    Vocabulary 4, L = 2, every draft ``[3, 3]``; ``q = (0, 1/4, 1/4, 1/2)`` at every position.
+    Control: ``p = (0, 1/2 - 2**-32, 1/2 - 2**-32, 2**-31)``, so token 3 has ``p/q = 2**-30``
+    and its residual is 0: position 0 emits 3 only when the coin is below ``2**-30``. Each
+    forcing of ``probe_runner._candidates`` (draw indices 0-3; chain: column 0, then every column) runs
+    the control on 2 rows; the first under which every row emits 3 first is confirmed. Probe:
+    ``p = (0, 1/2, 1/2, 0)`` with that forcing on 4 rows; a correct verifier rejects (every
+    ``u < 0`` is false) and draws 1 or 2 (a coin of 0 must not pick token 0, whose p and q are
+    0, at the inverse-CDF boundary). Both inputs are valid, so raising fails.
+
+    Parameters
+    ----------
+    adapter : Adapter
+    K : int
+        Drafts per row.
+    seed : int
+
+    Returns
+    -------
+    CheckResult
+        Pass, fail (``zero_probability_token``, ``raises``, ...; the instance holds the row
+        and its coin), or inconclusive (``passed=None``) when no forcing is confirmed.
     """
-    V, L, B = 3, 2, 8
-    qrow = np.array([0.5, 0.25, 0.25])
-    prow = np.array([0.0, 0.5, 0.5])
-    drafts = np.zeros((B, K, L), dtype=np.int64)
-    drafts[:, :, 1] = np.arange(B)[:, None] % 3
-    q, p = _probe_inputs(V, L, K, B, lambda _: (np.tile(qrow, (K, L, 1)), np.tile(prow, (K, L + 1, 1))))
-    uniforms = np.zeros((B, L + 1)) if adapter.interface == "chain" else None
-    if adapter.interface == "hf":
-        rngs = _rngs(None, B, seed)  # torch draws its own coins: an ordinary seed
-    else:
-        rngs = _rngs("zero", B, seed)
-
-    def judge(em: Emitted, b: int) -> tuple[str, str] | None:
-        bad = _valid_tokens(em, b, V, L + 1)
-        if bad:
-            return bad
-        if em.tokens[b, 0] == 0:
-            return (
-                "zero_probability_token",
-                f"emitted {em.tokens[b, : em.lengths[b]].tolist()}: token 0 has target probability 0 "
-                "(accepted or drawn with a coin of exactly 0)",
-            )
-        return None
-
-    spec = _spec("zero_coin", drafts, q, p, uniforms="all 0.0" if uniforms is not None else "first draw 0.0")
-    return _probe_result(
-        "zero_coin",
-        "robustness",
-        adapter,
-        drafts,
-        q,
-        p,
-        rngs,
-        uniforms,
-        judge,
-        spec,
-        "coins of exactly 0 (chain: uniforms 0; generic: rng = spectr_gbv.validate.checks_probes."
-        "generator_with_first_uniform('zero', seed + row), whose first random() is 0.0)",
+    name, L, x = "zero_coin", 2, 3
+    NC, B = 2, 4
+    q = _tile([0.0, 0.25, 0.25, 0.5], B, K, L)
+    pc = _tile([0.0, 0.5 - 2.0**-32, 0.5 - 2.0**-32, 2.0**-31], B, K, L + 1)
+    p = _tile([0.0, 0.5, 0.5, 0.0], B, K, L + 1)
+    drafts = np.full((B, K, L), x, dtype=np.int64)
+    cands, why = _candidates(adapter, "zero")
+    tried: list[str] = []
+    calls = 0
+    seed_c, seed_p = seed, seed + 1000
+    for f in cands:
+        what_c = f"control (a valid input: draft token {x} with p/q = 2**-30, coin forced to 0)"
+        try:
+            em, u = _emit(adapter, drafts[:NC], q[:NC], pc[:NC], f, seed_c)
+        except VerifierFailure as err:
+            return _raised(name, err, _spec(name, drafts[0], q[0], pc[0], coin=f.spec(seed_c)), what_c)
+        calls += NC
+        bad = _first_problem(em, drafts, pc, range(NC))
+        if bad is not None:
+            return _failed(name, *bad, what_c, drafts, q, pc, calls, f, seed_c, u)
+        if not all(em.tokens[b, 0] == x for b in range(NC)):
+            tried.append(f.describe())
+            continue
+        what = f"draft token {x} of target probability 0 under a coin of 0"
+        try:
+            em, u = _emit(adapter, drafts, q, p, f, seed_p)
+        except VerifierFailure as err:
+            return _raised(name, err, _spec(name, drafts[0], q[0], p[0], coin=f.spec(seed_p)), what)
+        calls += B
+        bad = _first_problem(em, drafts, p)
+        if bad is not None:
+            return _failed(name, *bad, what, drafts, q, p, calls, f, seed_p, u)
+        return CheckResult(
+            name,
+            "robustness",
+            True,
+            sample_size=calls,
+            instance=_spec(name, drafts[0], q[0], p[0], coin=f.spec(seed_p)),
+            detail=(
+                f"{what}: all {B} outputs valid; coin confirmed: {f.describe()}, under which the control "
+                f"accepted its draft token of p/q = 2**-30 (tried {len(tried) + 1} forcing(s))"
+            ),
+        )
+    why = why or (
+        "the control's draft token of p/q = 2**-30 was rejected under every forcing tried: "
+        + "; ".join(tried)
+        + ". The verifier does not draw position 0's coin from the source the harness controls"
     )
+    return _inconclusive(name, _spec(name, drafts[0], q[0], p[0]), calls, why)
 
 
 def check_degenerate_residual(adapter: Adapter, K: int, seed: int) -> CheckResult:
     """B5/B6: a rejection whose residual max(p - q, 0) is all zero must still emit a valid token.
 
-    ``q = (1/2, 1/2, 0)`` and ``p = (1/2 - 1e-12, 1/2, 0)`` (sum 1 - 1e-12, within the input
-    tolerance 1e-9): token 0 is accepted with probability ``1 - 2e-12``; the coin is forced
-    into the rejection (chain: uniform 1 - 1e-13; generic: a first draw of 1 - 2**-53), where
-    the residual is exactly zero. Valid outputs: tokens 0 or 1 (target probability > 0).
+    Vocabulary 3, L = 1. ``q = (2**-34, 2**-10, g)`` with ``g = 1 - 2**-10 - 2**-34`` (sum 1)
+    and ``p = (0, 2**-10 - 2**-31, g)`` (sum ``1 - 2**-31 - 2**-34``, within the input
+    tolerance 1e-9): a valid input, as arises when p and q nearly agree. Draft 0 is ``[1]``,
+    with ``p/q = 1 - 2**-21``: the largest coin (float64 ``1 - 2**-53``, float32 ``1 - 2**-24``)
+    rejects it, an ordinary coin accepts it with probability ``1 - 2**-21``. Drafts 1..K-1 are
+    ``[0]``, of target probability 0, which no correct verifier accepts (so a multi-draft
+    verifier cannot fall back on another draft). ``p <= q`` everywhere, so after the rejection
+    the residual is exactly 0 (in float64, and in float32 after rounding). Each forcing (draw
+    indices 0-3; chain: column 0, then every column) runs on 4 rows; the first under which every
+    row rejects is confirmed. Valid outputs: one token, 1 or 2 (target probability > 0).
+    Raising fails (``raises``); the detail says whether it needed the forced rejection.
+
+    Parameters
+    ----------
+    adapter : Adapter
+    K : int
+        Drafts per row.
+    seed : int
+
+    Returns
+    -------
+    CheckResult
+        Pass, fail, or inconclusive (``passed=None``) when no forcing made the verifier reject.
     """
-    V, L, B = 3, 1, 8
-    qrow = np.array([0.5, 0.5, 0.0])
-    prow = np.array([0.5 - 1e-12, 0.5, 0.0])
+    name, L, x, B = "degenerate_residual", 1, 1, 4
+    g = 1.0 - 2.0**-10 - 2.0**-34
+    q = _tile([2.0**-34, 2.0**-10, g], B, K, L)
+    p = _tile([0.0, 2.0**-10 - 2.0**-31, g], B, K, L + 1)
     drafts = np.zeros((B, K, L), dtype=np.int64)
-    q, p = _probe_inputs(V, L, K, B, lambda _: (np.tile(qrow, (K, L, 1)), np.tile(prow, (K, L + 1, 1))))
-    uniforms = np.full((B, L + 1), 1 - 1e-13) if adapter.interface == "chain" else None
-    if uniforms is not None:
-        uniforms[:, 1:] = np.linspace(0.0, 1 - 1e-13, B)[:, None]
-    rngs = _rngs(None if adapter.interface == "hf" else "max", B, seed)
-
-    def judge(em: Emitted, b: int) -> tuple[str, str] | None:
-        bad = _valid_tokens(em, b, V, L + 1)
-        if bad:
-            return bad
-        toks = em.tokens[b, : em.lengths[b]]
-        if toks[-1] == 2:
-            return "zero_probability_token", f"emitted {toks.tolist()}: token 2 has p = q = 0 (a default id?)"
-        return None
-
-    spec = _spec("degenerate_residual", drafts, q, p)
-    return _probe_result(
-        "degenerate_residual",
-        "robustness",
-        adapter,
-        drafts,
-        q,
-        p,
-        rngs,
-        uniforms,
-        judge,
-        spec,
-        "a rejection with an all-zero residual (q = (1/2, 1/2, 0), p = (1/2 - 1e-12, 1/2, 0); the coin is forced "
-        "to reject: chain uniforms 1 - 1e-13, generic rng = spectr_gbv.validate.checks_probes."
-        "generator_with_first_uniform('max', seed + row), whose first random() is 1 - 2**-53)",
-        refusal_note=(
-            "Acceptable for a degenerate input, but in serving it arises whenever p and q nearly agree on a row "
-            "and the coin rejects; a verifier that must never crash emits a token from p there"
-        ),
+    drafts[:, 0] = x
+    cands, why = _candidates(adapter, "max")
+    tried: list[str] = []
+    calls = 0
+    what = (
+        f"a rejection with an all-zero residual (draft token {x} with p/q = 1 - 2**-21 under the largest coin, "
+        "other drafts of target probability 0; p <= q everywhere)"
     )
+    for f in cands:
+        spec = _spec(name, drafts[0], q[0], p[0], coin=f.spec(seed))
+        try:
+            em, u = _emit(adapter, drafts, q, p, f, seed)
+        except VerifierTimedOut as err:
+            return _raised(name, err, spec, what)
+        except VerifierFailure as err:
+            try:
+                _emit(adapter, drafts[:2], q[:2], p[:2], None, seed + 2000)
+            except VerifierFailure as err0:
+                return _raised(
+                    name,
+                    err0,
+                    spec,
+                    "raises on this valid input (rows summing to 1 - 5.2e-10) even with ordinary coins",
+                )
+            return _raised(
+                name,
+                err,
+                spec,
+                "crashes on an all-zero residual (a valid input: it arises when p and q nearly agree and the coin "
+                f"rejects; with ordinary coins, which accept, it runs; {f.describe()})",
+            )
+        calls += B
+        bad = _first_problem(em, drafts, p)
+        if bad is not None:
+            return _failed(name, *bad, what, drafts, q, p, calls, f, seed, u)
+        if any(em.lengths[b] == L + 1 for b in range(B)):  # accepted: the coin was not forced
+            tried.append(f.describe())
+            continue
+        return CheckResult(
+            name,
+            "robustness",
+            True,
+            sample_size=calls,
+            instance=spec,
+            detail=(
+                f"{what}: all {B} rows rejected and emitted a valid token; coin confirmed: {f.describe()} "
+                f"(tried {len(tried) + 1} forcing(s))"
+            ),
+        )
+    why = why or (
+        f"draft token {x} of p/q = 1 - 2**-21 was accepted under every forcing tried: "
+        + "; ".join(tried)
+        + ". The verifier does not draw position 0's coin from the source the harness controls"
+    )
+    return _inconclusive(name, _spec(name, drafts[0], q[0], p[0]), calls, why)
 
 
 def check_nan_row(adapter: Adapter, K: int, seed: int) -> CheckResult:
-    """B5: a NaN target row must raise (surface the fault) or give a valid token, never NaN/OOV."""
-    V, L, B = 3, 1, 4
-    qrow = np.array([0.5, 0.25, 0.25])
-    prow = np.array([0.2, 0.3, 0.5])
+    """B5: a NaN target row: raising (surfacing the fault) or a valid token pass.
+
+    The input is not valid, so nothing is promised: a NaN or out-of-vocabulary output is an
+    advisory note (``advisory=True``, its diagnosis kept), not a failure of the verdict.
+
+    Parameters
+    ----------
+    adapter : Adapter
+    K : int
+        Drafts per row.
+    seed : int
+
+    Returns
+    -------
+    CheckResult
+    """
+    name, V, L, B = "nan_target_row", 3, 1, 4
+    q = _tile([0.5, 0.25, 0.25], B, K, L)
+    p = _tile([0.2, 0.3, 0.5], B, K, L + 1)
+    p[:, :, 0] = np.nan
     drafts = np.zeros((B, K, L), dtype=np.int64)
-
-    def rows(_: int) -> tuple[np.ndarray, np.ndarray]:
-        p = np.tile(prow, (K, L + 1, 1))
-        p[:, 0] = np.nan
-        return np.tile(qrow, (K, L, 1)), p
-
-    q, p = _probe_inputs(V, L, K, B, rows)
-    uniforms = np.random.default_rng([seed, 5]).random((B, L + 1)) if adapter.interface == "chain" else None
-
-    def judge(em: Emitted, b: int) -> tuple[str, str] | None:
-        return _valid_tokens(em, b, V, L + 1)
-
-    spec = _spec("nan_target_row", drafts, q, p)
-    res = _probe_result(
-        "nan_target_row",
-        "robustness",
-        adapter,
-        drafts,
-        q,
-        p,
-        _rngs(None, B, seed),
-        uniforms,
-        judge,
-        spec,
-        "a NaN target row",
+    spec = _spec(name, drafts[0], q[0], p[0])
+    what = "a NaN target row (not a valid input: advisory)"
+    try:
+        em, u = _emit(adapter, drafts, q, p, None, seed)
+    except VerifierTimedOut as err:
+        return dataclasses.replace(_raised(name, err, spec, what), advisory=True)
+    except VerifierFailure as err:
+        return CheckResult(name, "robustness", True, sample_size=B, instance=spec, detail=f"surfaced the fault: {err}")
+    for b in range(B):
+        bad = _valid_tokens(em, b, V, L + 1)
+        if bad is not None:
+            return _failed(name, b, bad, what, drafts, q, p, B, None, seed, u, advisory=True)
+    return CheckResult(
+        name, "robustness", True, sample_size=B, instance=spec, detail="a NaN target row: all outputs valid"
     )
-    if res.passed is None:  # raising is the right answer here
-        return CheckResult(
-            res.name, res.category, True, sample_size=B, instance=spec, detail=f"surfaced the fault: {res.detail}"
-        )
-    return res
 
 
 def check_uniform_reuse(adapter: Adapter, seed: int) -> tuple[CheckResult, bool]:
@@ -416,7 +459,7 @@ def check_uniform_reuse(adapter: Adapter, seed: int) -> tuple[CheckResult, bool]
     uniforms = np.empty((B, L + 1))
     uniforms[:, 0] = np.linspace(0.3, 0.999, B)
     uniforms[:, 1:] = np.random.default_rng([seed, 11]).random(L)[None, :]
-    spec = _spec("uniform_reuse", drafts, q, p, uniforms="u0 swept over [0.3, 0.999], u1, u2 fixed")
+    spec = _spec("uniform_reuse", drafts[0], q[0], p[0], uniforms="u0 swept over [0.3, 0.999], u1, u2 fixed")
     try:
         em = adapter.emit(drafts, q, p, np.random.default_rng(seed), uniforms)
     except VerifierFailure as err:

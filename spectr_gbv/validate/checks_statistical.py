@@ -21,58 +21,47 @@ count below 5 pooled:
    verifier lossy (diagnosis ``efficiency_above_optimum``).
 
 Sample sizes come from :func:`~spectr_gbv.simulate.monte_carlo.iterations_for_power` so
-that the end-to-end test detects a total-variation error ``tv`` (0.01 at budget
+that the end-to-end test detects a total-variation error ``tv`` (0.02 at budget
 ``standard``) with guaranteed power 0.99 at the Bonferroni level ``alpha / family`` (alpha =
-1e-3 over every statistical test of the run). A failed law test is diagnosed
-``wrong_residual`` when the accepted-length law is consistent with the exact law of the named
-reference (or, without one, of a known lossless algorithm) but the emitted tokens are not,
-``reuses_uniform`` when moreover the corrections follow the law of a residual drawn with the
-uniform that decided the rejection, and ``not_lossless`` otherwise.
+1e-3 over every statistical test of the run); each law test runs in the group-sequential
+looks of :data:`LOOKS` (:func:`collect_sequential`). The samples come from
+:mod:`spectr_gbv.validate.sampling`; a failed law test is diagnosed by
+:mod:`spectr_gbv.validate.diagnosis` (``not_lossless``, ``wrong_residual``, ``reuses_uniform``).
 """
 
 from __future__ import annotations
 
-import json
 import math
-from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats
 
-from spectr_gbv.simulate.exact import EnumerationTooLargeError, simulate_exact
 from spectr_gbv.simulate.monte_carlo import GTest, g_test_power, iterations_for_power
+from spectr_gbv.simulate.monte_carlo import combine_g_tests as combine
 from spectr_gbv.simulate.monte_carlo import pooled_g_test as g_test
 from spectr_gbv.theory import bounds, lp
-from spectr_gbv.validate.battery import BatteryInstance, Tables
-from spectr_gbv.validate.checks_structural import StructuralTally, run_batch
+from spectr_gbv.validate.battery import BatteryInstance
+from spectr_gbv.validate.checks_structural import StructuralTally
+from spectr_gbv.validate.diagnosis import (
+    _key,
+    accepted_length_law,
+    diagnose,
+    matching_algorithm,
+    reuse_signature,
+)
 from spectr_gbv.validate.interfaces import Adapter
 from spectr_gbv.validate.report import CheckResult
+from spectr_gbv.validate.sampling import BATCH, Samples, collect
 
 #: Family-wise significance level of the statistical tests of one run.
 ALPHA = 1e-3
 #: Power target against the budget's total-variation error.
 POWER_TARGET = 0.99
 #: Total-variation error detected with power 0.99, per budget.
-TV_BY_BUDGET: dict[str, float] = {"quick": 0.05, "standard": 0.01, "thorough": 0.005}
-#: Iterations per verifier batch.
-BATCH = 8192
-#: Lossless algorithms tried when a failure is diagnosed without a named reference.
-CANDIDATES_SINGLE: tuple[str, ...] = ("sd", "bv")
-CANDIDATES_MULTI: tuple[str, ...] = ("sd", "bv", "mdbv", "spectr", "rrs", "gbv_multipath")
+TV_BY_BUDGET: dict[str, float] = {"quick": 0.05, "standard": 0.02, "thorough": 0.01}
 
 
 # ---------------------------------------------------------------------------- tests
-def combine(tests: list[GTest]) -> GTest:
-    """Sum of independent G statistics (and dfs) of several conditional multinomials."""
-    if any(t.g == math.inf for t in tests):
-        return GTest(math.inf, sum(t.df for t in tests), 0.0, sum(t.cells for t in tests))
-    g = sum(t.g for t in tests)
-    df = sum(t.df for t in tests)
-    if df == 0:
-        return GTest(0.0, 0, 1.0, sum(t.cells for t in tests))
-    return GTest(g, df, float(stats.chi2.sf(g, df)), sum(t.cells for t in tests))
-
-
 def sample_size(bi: BatteryInstance, alpha_test: float, tv: float) -> int:
     """Iterations for power :data:`POWER_TARGET` against TV ``tv`` on V^{L+1} at ``alpha_test``.
 
@@ -94,71 +83,53 @@ def sample_size(bi: BatteryInstance, alpha_test: float, tv: float) -> int:
     return num
 
 
-# ---------------------------------------------------------------------------- sampling
-@dataclass
-class Samples:
-    """Valid outputs of the verifier on one battery instance.
-
-    Attributes
-    ----------
-    bi : BatteryInstance
-    tables : Tables
-    drafts : ndarray, shape [N, K, L], int64
-    tokens : ndarray, shape [N, L+1], int64
-        Emitted tokens left-aligned, -1 after.
-    lengths : ndarray, shape [N], int64
-    completed : ndarray, shape [N], int64
-        Base-n index of "output, then fresh p" in V^{L+1}.
-    calls : int
-        Verifier calls made (invalid outputs included).
-    invalid : int
-        Outputs that broke a structural rule (excluded from the arrays).
-    """
-
-    bi: BatteryInstance
-    tables: Tables
-    drafts: np.ndarray
-    tokens: np.ndarray
-    lengths: np.ndarray
-    completed: np.ndarray
-    calls: int
-    invalid: int
+#: Group-sequential looks of the law tests: (fraction of the planned N, share of the test's alpha).
+#: Bonferroni over the looks keeps each test's level (1/16 + 1/16 + 1/8 + 3/4 = 1), so a clearly
+#: wrong verifier stops at an early look; the planned N gives the power target at the last look.
+LOOKS: tuple[tuple[float, float], ...] = ((0.125, 0.0625), (0.25, 0.0625), (0.5, 0.125), (1.0, 0.75))
 
 
-def collect(
+def final_alpha(alpha_test: float) -> float:
+    """The level of the last look of :data:`LOOKS` (what the planned sample size is powered at)."""
+    return alpha_test * LOOKS[-1][1]
+
+
+def collect_sequential(
     adapter: Adapter,
     bi: BatteryInstance,
     num: int,
     rng: np.random.Generator,
+    alpha_test: float,
     tally: StructuralTally | None = None,
-    tables: Tables | None = None,
-) -> Samples:
-    """Run ``num`` iterations of the verifier on ``bi`` (drafts from q, batched).
+) -> tuple[Samples, int, float]:
+    """Collect up to ``num`` iterations in the looks of :data:`LOOKS`, stopping at the first rejection.
+
+    At look k the end-to-end and positional tests run on all samples so far at level
+    ``alpha_test * share_k``; a rejection stops the collection.
+
+    Returns
+    -------
+    (Samples, int, float)
+        The samples, the 1-based look that decided, and its level (what :func:`law_checks`
+        must use for these samples).
 
     Raises
     ------
-    VerifierRaised, VerifierTimedOut
+    VerifierTimedOut
     """
-    tables = tables or Tables(bi.float_instance)
-    L, K = bi.instance.L, bi.K
-    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    invalid = 0
-    done = 0
-    while done < num:
-        c = min(BATCH, num - done)
-        drafts = tables.sample_drafts(c, K, rng)
-        em, problems = run_batch(adapter, tables, bi, drafts, rng, tally)
-        ok = np.ones(c, dtype=bool)
-        if problems:
-            ok[list(problems)] = False
-            invalid += len(problems)
-        parts.append((drafts[ok], em.tokens[ok], em.lengths[ok]))
-        done += c
-    drafts = np.concatenate([p[0] for p in parts]) if parts else np.zeros((0, K, L), dtype=np.int64)
-    tokens = np.concatenate([p[1] for p in parts]) if parts else np.zeros((0, L + 1), dtype=np.int64)
-    lengths = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0, dtype=np.int64)
-    completed = tables.complete(np.maximum(tokens, 0), lengths, rng)
-    return Samples(bi, tables, drafts, tokens, lengths, completed, num, invalid)
+    s: Samples | None = None
+    have = 0
+    for k, (frac, share) in enumerate(LOOKS, start=1):
+        want = num if k == len(LOOKS) else max(1, int(math.ceil(num * frac)))
+        s = collect(adapter, bi, want - have, rng, tally, into=s)
+        have = want
+        level = alpha_test * share
+        if len(s.lengths) == 0 or (s.raised and len(s.lengths) < 0.5 * s.calls):
+            return s, k, level
+        if k < len(LOOKS) and min(end_to_end(s).p_value, positional(s)[0].p_value) < level:
+            return s, k, level
+    assert s is not None
+    return s, len(LOOKS), alpha_test * LOOKS[-1][1]
 
 
 # ---------------------------------------------------------------------------- the checks
@@ -187,11 +158,6 @@ def positional(s: Samples) -> tuple[GTest, int, list[GTest]]:
 
 
 _OPTIMA: dict[str, tuple[float, float | None, float | None, str]] = {}
-_LAWS: dict[tuple[str, str], np.ndarray | None] = {}
-
-
-def _key(bi: BatteryInstance) -> str:
-    return json.dumps(bi.spec(), sort_keys=True)
 
 
 def _optima(bi: BatteryInstance) -> tuple[float, float | None, float | None, str]:
@@ -274,109 +240,6 @@ def _f(x: float | None) -> str:
     return "-" if x is None else f"{x:.4f}"
 
 
-# ---------------------------------------------------------------------------- diagnosis
-def accepted_length_law(bi: BatteryInstance, method: str) -> np.ndarray | None:
-    """Exact law of tau for ``method`` on ``bi`` (float), or None when it cannot be enumerated."""
-    key = (_key(bi), method)
-    if key not in _LAWS:
-        _LAWS[key] = _accepted_law(bi, method)
-    return _LAWS[key]
-
-
-def _accepted_law(bi: BatteryInstance, method: str) -> np.ndarray | None:
-    try:
-        res = simulate_exact(bi.float_instance, method, bi.K, max_tuples=20_000)
-    except (EnumerationTooLargeError, ValueError):
-        return None
-    law = np.zeros(bi.instance.L + 1)
-    for o, prob in res.output_law.items():
-        law[len(o) - 1] += float(prob)
-    return law
-
-
-def matching_algorithm(s: Samples, reference: str | None, alpha_test: float) -> str | None:
-    """The named reference (or a known lossless algorithm) whose accepted-length law fits the samples."""
-    tau = s.lengths - 1
-    counts = np.bincount(tau, minlength=s.bi.instance.L + 1)
-    candidates = (reference,) if reference else (CANDIDATES_SINGLE if s.bi.K == 1 else CANDIDATES_MULTI)
-    for method in candidates:
-        law = accepted_length_law(s.bi, method)
-        if law is not None and g_test(counts, law).p_value >= alpha_test:
-            return method
-    return None
-
-
-def reuse_signature(s: Samples, alpha_test: float) -> bool:
-    """True when SD-type corrections follow "residual drawn with the rejecting uniform".
-
-    For every output that stopped at j < L (a rejection of draft 0's token x at j, ratio
-    ``r = p(x)/q(x)``), the correction drawn by inverse CDF of the normalised residual ``c``
-    with the same uniform, conditioned to [r, 1), has law ``|[C_{i-1}, C_i) cap [r, 1)| / (1 - r)``.
-    The signature holds when that law fits (p >= 0.01) and the correct residual does not.
-    """
-    L, n = s.tables.L, s.tables.n
-    stop = s.lengths <= L
-    if stop.sum() < 50:
-        return False
-    idx = np.flatnonzero(stop)
-    j = s.lengths[idx] - 1
-    drafts0 = s.drafts[idx, 0]
-    q_rows, p_rows = s.tables.rows(drafts0)
-    rows = np.arange(len(idx))
-    q = q_rows[rows, j]
-    p = p_rows[rows, j]
-    x = drafts0[rows, j]
-    r = np.clip(p[rows, x] / np.maximum(q[rows, x], 1e-300), 0.0, 1.0)
-    res = np.maximum(p - q, 0.0)
-    tot = res.sum(axis=1, keepdims=True)
-    ok = (tot[:, 0] > 0) & (r < 1 - 1e-9)
-    res = res[ok] / tot[ok]
-    r = r[ok]
-    z = s.tokens[idx[ok], j[ok]]
-    cdf_hi = np.cumsum(res, axis=1)
-    cdf_lo = cdf_hi - res
-    reuse = np.clip(np.minimum(cdf_hi, 1.0) - np.maximum(cdf_lo, r[:, None]), 0.0, None) / (1 - r[:, None])
-    # cells: (position, prefix, token) through a hashed key; expected = sum of per-sample laws
-    key = j[ok] * (n ** (L + 1)) + s.tables.prefix_index(
-        np.where(np.arange(L)[None, :] < j[ok][:, None], drafts0[ok], 0)
-    )
-    uniq, inv = np.unique(key, return_inverse=True)
-    obs = np.zeros((len(uniq), n))
-    np.add.at(obs, (inv, z), 1)
-    exp_ok = np.zeros((len(uniq), n))
-    exp_reuse = np.zeros((len(uniq), n))
-    np.add.at(exp_ok, inv, res)
-    np.add.at(exp_reuse, inv, reuse)
-    t_ok = combine([g_test(obs[c], exp_ok[c]) for c in range(len(uniq))])
-    t_reuse = combine([g_test(obs[c], exp_reuse[c]) for c in range(len(uniq)) if exp_reuse[c].sum() > 0])
-    return t_ok.p_value < alpha_test and t_reuse.p_value >= 0.01
-
-
-def diagnose(s: Samples, reference: str | None, alpha_test: float, reuse_seen: bool) -> tuple[str, str]:
-    """Diagnosis tag and explanation for a failed law test on ``s``."""
-    if reuse_seen:
-        return "reuses_uniform", "the correction depends on the uniform that decided the rejection"
-    method = matching_algorithm(s, reference, alpha_test)
-    if method is None:
-        who = f"that of the reference {reference!r}" if reference else "that of any known lossless algorithm"
-        why = f"the accepted-length law does not match {who}: the acceptance rule is wrong"
-        if s.invalid:
-            why += (
-                f" (or the {s.invalid} invalid outputs excluded from this test bias it: fix the structural "
-                "failures first)"
-            )
-        return "not_lossless", why
-    if method == "sd" and reuse_signature(s, alpha_test):
-        return "reuses_uniform", (
-            "the acceptance matches 'sd' and the corrections follow a residual drawn with the uniform that "
-            "decided the rejection"
-        )
-    return "wrong_residual", (
-        f"the accepted-length law matches {method!r} but the emitted tokens do not: the token drawn at the "
-        "stop position (residual or bonus) has the wrong law"
-    )
-
-
 def law_checks(
     s: Samples, alpha_test: float, tv: float, reference: str | None, reuse_seen: bool = False
 ) -> list[CheckResult]:
@@ -432,16 +295,19 @@ def law_checks(
 __all__ = [
     "ALPHA",
     "BATCH",
+    "LOOKS",
     "POWER_TARGET",
     "TV_BY_BUDGET",
     "GTest",
     "Samples",
     "accepted_length_law",
     "collect",
+    "collect_sequential",
     "combine",
     "diagnose",
     "efficiency",
     "end_to_end",
+    "final_alpha",
     "g_test",
     "law_checks",
     "matching_algorithm",

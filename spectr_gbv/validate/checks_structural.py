@@ -178,8 +178,8 @@ def run_batch(
 
 
 def failure_result(name: str, category: str, err: VerifierFailure, spec: dict[str, Any] | None) -> CheckResult:
-    """A failed check for a verifier that raised or timed out."""
-    diag = "timeout" if isinstance(err, VerifierTimedOut) else "raises"
+    """A failed check for a verifier that raised, timed out or exited (the error's ``diagnosis``)."""
+    diag = getattr(err, "diagnosis", None) or ("timeout" if isinstance(err, VerifierTimedOut) else "raises")
     return CheckResult(name, category, False, instance=spec, detail=str(err), diagnosis=diag)
 
 

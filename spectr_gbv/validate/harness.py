@@ -15,36 +15,38 @@ Order of a run (each phase reports, none crashes the harness):
 
 Significance: the statistical tests of a run form one family at ``alpha = 1e-3``
 (Bonferroni: each test at ``alpha / family``); sample sizes give power 0.99 against a
-total-variation error of 0.01 (``budget="standard"``; quick 0.05, thorough 0.005).
+total-variation error of 0.02 (``budget="standard"``; quick 0.05, thorough 0.01). Each law test runs
+in group-sequential looks (:data:`~spectr_gbv.validate.checks_statistical.LOOKS`), so a clearly wrong
+verifier stops early; the verifier runs in worker processes (``isolation``), batches concurrently.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
-import warnings
 from typing import Any
 
 import numpy as np
 
-from spectr_gbv.simulate.exact import expected_accepted
 from spectr_gbv.validate import (
     adversarial,
-    checks_exact,
     checks_probes,
     checks_statistical,
     checks_structural,
     reference_check,
 )
 from spectr_gbv.validate.battery import BatteryInstance, Tables, default_battery, user_battery
-from spectr_gbv.validate.calls import CallGuard, VerifierFailure, VerifierTimedOut
+from spectr_gbv.validate.calls import VerifierFailure, VerifierTimedOut
 from spectr_gbv.validate.interfaces import Adapter, check_interface, make_adapter
+from spectr_gbv.validate.phase_exact import REFERENCE_TV_FACTOR, ExactOutcome, exact_phase
 from spectr_gbv.validate.report import CATEGORIES, CheckResult, ValidationReport
+from spectr_gbv.validate.run_support import CapturedWarnings, make_guard, progress_bar, search_sizes, sizes_covered
 
 LEVELS: tuple[str, ...] = ("exact", "statistical")
 BUDGETS: tuple[str, ...] = ("quick", "standard", "thorough")
-#: Reference check: TV error (in the conditional law) detected with power 0.99, as a multiple of the budget's.
-REFERENCE_TV_FACTOR = 3.0
+#: Conventions an interface does not promise, which a run checks only when declared:
+#: ``"vllm"``: drafts padded with -1 placeholder ids (stop there and draw from the target row).
+CONVENTIONS: tuple[str, ...] = ("vllm",)
 _LAW_CHECKS = (
     "exact_defect",
     "reference_law",
@@ -68,23 +70,42 @@ class _Run:
         self.tally = checks_structural.StructuralTally()
         self.crash: CheckResult | None = None
         self.reuse_seen = False
+        self.conventions: tuple[str, ...] = ()
 
     def add(self, *checks: CheckResult) -> None:
         self.report.checks.extend(checks)
 
     def guarded(self, name: str, spec: dict[str, Any] | None, fn: Any, *args: Any, **kw: Any) -> Any:
-        """Call ``fn``; record a raise (run continues) or a timeout (run stops)."""
+        """Call ``fn``; record a raise (run continues) or a timeout or exit (run stops)."""
         try:
             return fn(*args, **kw)
-        except VerifierTimedOut as err:
-            self.crash = checks_structural.failure_result("runs", "robustness", err, spec)
-            raise _Stop from err
         except VerifierFailure as err:
-            if self.crash is None:
+            if isinstance(err, VerifierTimedOut) or getattr(err, "diagnosis", "") == "exits":
                 self.crash = checks_structural.failure_result("runs", "robustness", err, spec)
                 self.crash = dataclasses.replace(self.crash, detail=f"during {name}: {err}")
+                raise _Stop from err
+            self.record_raise(name, err, spec)
             self.report.notes.append(f"{name}: skipped, the verifier raised ({err})")
             return None
+
+    def record_raise(self, name: str, err: VerifierFailure, spec: dict[str, Any] | None) -> None:
+        """Keep the first exception on a valid input as the failed ``runs`` check."""
+        if self.crash is None:
+            self.crash = checks_structural.failure_result("runs", "robustness", err, spec)
+            self.crash = dataclasses.replace(self.crash, detail=f"during {name}: {err}")
+
+
+def _check_conventions(conventions: Any) -> tuple[str, ...]:
+    if isinstance(conventions, str):
+        conventions = tuple(c.strip() for c in conventions.split(",") if c.strip())
+    try:
+        out = tuple(conventions)
+    except TypeError:
+        raise ValueError(f"conventions: expected names among {', '.join(CONVENTIONS)}, got {conventions!r}") from None
+    bad = [c for c in out if c not in CONVENTIONS]
+    if bad:
+        raise ValueError(f"conventions: unknown {bad[0]!r}; valid: {', '.join(CONVENTIONS)}")
+    return out
 
 
 def _check_args(level: str, budget: str, seed: Any, reference: str | None) -> None:
@@ -96,11 +117,6 @@ def _check_args(level: str, budget: str, seed: Any, reference: str | None) -> No
         raise ValueError(f"seed: expected an int >= 0, got {seed!r}")
     if reference is not None and not isinstance(reference, str):
         raise ValueError(f"reference: expected a method name or None, got {type(reference).__name__}")
-    if reference is not None:
-        from spectr_gbv.reference import available_methods
-
-        if reference not in available_methods():
-            raise ValueError(f"reference: unknown method {reference!r}; valid: {', '.join(available_methods())}")
 
 
 def validate(
@@ -115,6 +131,10 @@ def validate(
     instances: Any = None,
     probes: bool = True,
     search: bool = True,
+    conventions: Any = (),
+    isolation: str | None = None,
+    workers: int | None = None,
+    quiet: bool | None = None,
 ) -> ValidationReport:
     """Check that a speculative-decoding verifier is lossless, and how efficient it is.
 
@@ -140,7 +160,7 @@ def validate(
         Seed of every random draw of the harness (>= 0).
     budget : str
         ``"quick"`` (TV 0.05 detected with power 0.99, lighter search: for unit tests),
-        ``"standard"`` (TV 0.01, the harness's full power target) or ``"thorough"`` (TV 0.005).
+        ``"standard"`` (TV 0.02, the default) or ``"thorough"`` (TV 0.01).
     time_limit_s : float
         Seconds one verifier call may take before it counts as hung.
     instances : optional
@@ -154,19 +174,32 @@ def validate(
         the report notes what was skipped.
     search : bool
         Run the adversarial search. False likewise.
+    conventions : sequence of str or str
+        Conventions the interface does not promise, to check as part of the verdict (see
+        :data:`~spectr_gbv.validate.harness.CONVENTIONS`): ``("vllm",)`` makes the -1 placeholder probes count. Without it
+        they are advisory notes.
+    isolation : str, optional
+        ``"process"`` (default where ``fork`` exists: the verifier runs in a worker process, so
+        an exit, a crash or a hang in C code is reported) or ``"thread"`` (in-process).
+    workers : int, optional
+        Worker processes that run batches concurrently (default ``min(2, os.cpu_count())``).
+    quiet : bool, optional
+        Hide the progress bar (shown on stderr only when it is a terminal); None follows
+        :func:`spectr_gbv.core.progress.set_quiet` and ``SPECTR_GBV_QUIET``.
 
     Returns
     -------
     ValidationReport
-        ``passed`` is False iff some check failed; ``failures``, ``smallest_failure``,
-        ``to_text()``, ``to_json()``.
+        ``passed`` is False iff a check showed a wrong output law or a failure on a valid
+        input; ``exit_code`` (0, 1, or 3 for a difference from the named reference),
+        ``failures``, ``smallest_failure``, ``to_text()``, ``to_json()``.
 
     Raises
     ------
     ValueError
-        Unknown interface, level, budget or reference; a bad seed, time limit or instance
-        list; ``verify`` not callable; interface ``"hf"`` without torch. Failures *of the
-        verifier* never raise: they are reported.
+        Unknown interface, level, budget, reference or convention; a bad seed, time limit or
+        instance list; ``verify`` not callable; interface ``"hf"`` without torch. Failures *of
+        the verifier* never raise: they are reported.
 
     References
     ----------
@@ -185,8 +218,9 @@ def validate(
     t0 = time.perf_counter()
     check_interface(interface)
     _check_args(level, budget, seed, reference)
+    conventions = _check_conventions(conventions)
     reference = reference_check.check_reference(reference)
-    guard = CallGuard(time_limit_s)
+    guard = make_guard(time_limit_s, isolation, workers)
     adapter = make_adapter(verify, interface, guard)
     battery = (
         user_battery(instances, 1 if adapter.single_draft else None)
@@ -195,11 +229,19 @@ def validate(
     )
     report = ValidationReport(adapter.name, interface, level, level, reference, int(seed), budget)
     run = _Run(adapter, report)
-    with _CapturedWarnings() as captured:
+    run.conventions = conventions
+    bar = progress_bar(adapter, battery, budget, reference, search, quiet)
+    with CapturedWarnings() as captured:
         try:
             _phases(run, verify, battery, level, reference, int(seed), budget, probes=probes, search=search)
         except _Stop:
-            report.notes.append("the run stopped after the verifier hung; later checks were not run")
+            what = "exited" if run.crash is not None and run.crash.diagnosis == "exits" else "hung"
+            report.notes.append(f"the run stopped after the verifier {what}; later checks were not run")
+        finally:
+            bar.close()
+            close = getattr(guard, "close", None)
+            if close is not None:
+                close()
     if captured.total:
         report.notes.append(captured.summary())
     if run.crash is not None:
@@ -211,51 +253,13 @@ def validate(
     if run.reuse_seen:
         report.checks = [_as_reuse(c) for c in report.checks]
     report.checks.sort(key=lambda c: CATEGORIES.index(c.category))
+    if conventions:
+        report.settings["conventions"] = list(conventions)
+    report.settings["sizes_covered"] = sizes_covered(battery, budget, adapter.single_draft, search)
     report.settings["verifier_calls"] = guard.calls
     report.settings["time_limit_s_per_call"] = time_limit_s
     report.elapsed_s = time.perf_counter() - t0
     return report
-
-
-class _CapturedWarnings:
-    """Count the Python warnings issued during a run instead of printing them.
-
-    Probes feed degenerate inputs on purpose, so a verifier's ``RuntimeWarning`` (0/0, NaN)
-    would otherwise be printed between the report's lines, or fill pytest's warning summary.
-    Counts are kept per (category, first line of the message), at most 20 distinct ones.
-    """
-
-    MAX_KINDS = 20
-
-    def __init__(self) -> None:
-        self.counts: dict[str, int] = {}
-        self.total = 0
-        self._ctx = warnings.catch_warnings()
-
-    def _show(self, message: Warning | str, category: type[Warning], *_: Any, **__: Any) -> None:
-        self.total += 1
-        key = f"{category.__name__}: {str(message).strip().splitlines()[0][:120] if str(message).strip() else ''}"
-        if key in self.counts or len(self.counts) < self.MAX_KINDS:
-            self.counts[key] = self.counts.get(key, 0) + 1
-
-    def __enter__(self) -> _CapturedWarnings:
-        self._ctx.__enter__()
-        warnings.simplefilter("always")
-        warnings.showwarning = self._show
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._ctx.__exit__(*exc)
-
-    def summary(self) -> str:
-        """One note: how many warnings, the most frequent kinds."""
-        top = sorted(self.counts.items(), key=lambda kv: -kv[1])[:3]
-        kinds = "; ".join(f"{k} (x{n})" for k, n in top)
-        plural = "warning was" if self.total == 1 else "warnings were"
-        return (
-            f"{self.total} Python {plural} issued during the run (probes feed degenerate inputs on purpose) "
-            f"and captured, not printed: {kinds}"
-        )
 
 
 def _as_reuse(c: CheckResult) -> CheckResult:
@@ -301,14 +305,18 @@ def _phases(
     K0 = first.K
     run.add(run.guarded("determinism", first.spec(), checks_probes.check_determinism, adapter, tables0, first, seed))
     if probes:
-        for res in run.guarded("placeholder probe", None, checks_probes.check_placeholders, adapter, K0, seed) or []:
+        declared = "vllm" in run.conventions
+        placeholders = run.guarded(
+            "placeholder probe", None, checks_probes.check_placeholders, adapter, K0, seed, declared=declared
+        )
+        for res in placeholders or []:
             run.add(res)
         run.add(run.guarded("zero-coin probe", None, checks_probes.check_zero_coin, adapter, K0, seed))
         run.add(
             run.guarded("degenerate residual probe", None, checks_probes.check_degenerate_residual, adapter, K0, seed)
         )
         run.add(run.guarded("NaN probe", None, checks_probes.check_nan_row, adapter, K0, seed))
-        if adapter.interface == "chain":
+        if adapter.family == "chain":
             res, run.reuse_seen = checks_probes.check_uniform_reuse(adapter, seed)
             run.add(res)
     else:
@@ -320,9 +328,9 @@ def _phases(
     alpha = checks_statistical.ALPHA
 
     # 3. exact level
-    ex = _Exact()
+    ex = ExactOutcome()
     if level == "exact":
-        _exact_phase(run, verify, battery, reference, seed, budget, ex)
+        exact_phase(run, verify, battery, reference, seed, budget, ex)
         if not ex.done:
             report.level_used = f"statistical (exact unavailable: {ex.why})"
         elif len(ex.laws) < len(battery):
@@ -332,6 +340,7 @@ def _phases(
     stat_battery = [bi for bi in battery if bi.label not in ex.laws]
 
     family = max(3 * len(stat_battery) + (len(stat_battery) if reference else 0) + (1 if search else 0), 1)
+    # every law test runs in the group-sequential looks of checks_statistical.LOOKS (alpha split over the looks)
     alpha_test = alpha / family
     report.settings.update(
         {
@@ -346,14 +355,32 @@ def _phases(
     # 4. statistical level (instances without an exact law)
     sizes: dict[str, int] = {}
     rng = np.random.default_rng([seed, 2])
+    stopped: dict[str, str] = {}
     for bi in stat_battery:
-        N = checks_statistical.sample_size(bi, alpha_test, tv)
+        N = checks_statistical.sample_size(bi, checks_statistical.final_alpha(alpha_test), tv)
         sizes[bi.label] = N
-        s = run.guarded(
-            f"statistical[{bi.label}]", bi.spec(), checks_statistical.collect, adapter, bi, N, rng, run.tally
+        out = run.guarded(
+            f"statistical[{bi.label}]",
+            bi.spec(),
+            checks_statistical.collect_sequential,
+            adapter,
+            bi,
+            N,
+            rng,
+            alpha_test,
+            run.tally,
         )
-        if s is None:
+        if out is None:
             continue
+        s, look, level = out
+        if s.first_error is not None:
+            run.record_raise(f"statistical[{bi.label}]", s.first_error, bi.spec())
+            report.notes.append(
+                f"statistical[{bi.label}]: {s.raised} batches dropped because the verifier raised "
+                f"({s.first_error}); the law tests use the {len(s.lengths)} other outputs"
+            )
+        if look < len(checks_statistical.LOOKS):
+            stopped[bi.label] = f"look {look} of {len(checks_statistical.LOOKS)}, {s.calls} of {N} iterations"
         if len(s.lengths) == 0:
             run.add(
                 CheckResult(
@@ -366,10 +393,13 @@ def _phases(
                 )
             )
             continue
-        run.add(*checks_statistical.law_checks(s, alpha_test, tv, reference, run.reuse_seen))
+        run.add(*checks_statistical.law_checks(s, level, tv, reference, run.reuse_seen))
         run.add(checks_statistical.efficiency(s, alpha_test))
     if sizes:
         report.settings["samples_per_instance"] = sizes
+        report.settings["sequential_looks"] = [list(x) for x in checks_statistical.LOOKS]
+    if stopped:
+        report.settings["stopped_early"] = stopped
 
     # 5. reference
     if reference and stat_battery:
@@ -391,6 +421,10 @@ def _phases(
         if res:
             run.add(*res)
             report.settings["reference_tv_detected"] = round(tv_ref, 6)
+            for c in res:
+                if c.diagnosis == "raises" and run.crash is None:
+                    detail = f"during {c.name}: {c.detail}"
+                    run.crash = dataclasses.replace(c, name="runs", category="robustness", detail=detail)
 
     # 6. adversarial
     if not search:
@@ -419,133 +453,8 @@ def _phases(
         "restarts_per_size": restarts,
         "improvement_rounds": rounds,
         "samples_per_scored_instance": None if ex.search else per,
-        "sizes": list(adversarial.SIZES_SINGLE if adapter.single_draft else adversarial.SIZES_MULTI),
+        "sizes": [list(x) for x in search_sizes(budget, adapter.single_draft)],
     }
 
 
-@dataclasses.dataclass
-class _Exact:
-    """Outcome of the exact phase."""
-
-    done: bool = False
-    why: str = ""
-    laws: dict[str, Any] = dataclasses.field(default_factory=dict)
-    search: Any = None
-    confirm: Any = None
-    tol: float = 0.0
-
-
-def _exact_phase(
-    run: _Run, verify: Any, battery: list[BatteryInstance], reference: str | None, seed: int, budget: str, ex: _Exact
-) -> None:
-    """Exact checks; fills ``ex`` (laws per instance, scorers for the adversarial search)."""
-    from spectr_gbv.simulate.exact import validity_defect  # noqa: PLC0415
-
-    adapter, report = run.adapter, run.report
-    if adapter.interface == "generic":
-        law_fn = checks_exact.find_outcome_law(verify)
-        if law_fn is None:
-            ex.why = "the verifier exposes no outcome_law"
-            report.notes.append(f"level exact: {ex.why}; statistical level used")
-            return
-        checks, laws = run.guarded(
-            "exact level", None, checks_exact.outcome_law_checks, law_fn, battery, adapter, reference
-        ) or ([], {})
-        if not laws:
-            ex.why = checks[0].detail if checks else "outcome_law could not be evaluated"
-            report.notes.append(f"level exact: {ex.why}; statistical level used")
-            return
-        run.add(*checks)
-        ex.done, ex.laws, ex.tol = True, laws, checks_exact.FLOAT_TOL
-        _exact_efficiency(run, laws, battery)
-        # the sampler must follow the declared law
-        rng = np.random.default_rng([seed, 4])
-        tv_ref = min(REFERENCE_TV_FACTOR * checks_statistical.TV_BY_BUDGET[budget], 0.2)
-        res = run.guarded("sampler check", None, _sampler_checks, adapter, battery, law_fn, rng, run.tally, tv_ref)
-        if res:
-            run.add(*res)
-
-        def scorer(bi: BatteryInstance) -> float:
-            try:
-                law, exact, _ = checks_exact.declared_law(law_fn, bi, adapter, None)
-            except checks_exact.ExactUnavailable:
-                return -1.0
-            target = bi.instance.target if exact else bi.instance.target.to_float()
-            return float(validity_defect(target, law, bi.instance.L))
-
-        ex.search = ex.confirm = scorer
-        return
-    if adapter.interface == "chain":
-        out = run.guarded("exact level", None, checks_exact.chain_checks, adapter, battery, reference, seed)
-        if out is None:
-            ex.why = "the verifier raised during the breakpoint sweep"
-            return
-        checks, ok, laws = out
-        if not ok:
-            ex.why = checks[0].detail.removeprefix("exact level unavailable: ")
-            report.notes.append(f"level exact: {ex.why}; statistical level used")
-            return
-        run.add(*checks)
-        ex.done, ex.laws, ex.tol = True, laws, checks_exact.CHAIN_TOL
-        _exact_efficiency(run, laws, battery)
-
-        def chain_confirm(bi: BatteryInstance) -> float:
-            try:
-                law, _, _ = checks_exact.chain_law(adapter, bi, seed)
-            except checks_exact.ExactUnavailable:
-                return -1.0
-            return float(validity_defect(bi.float_instance.target, law, bi.instance.L))
-
-        ex.confirm = chain_confirm  # the search itself samples (bisection per candidate is too costly)
-        return
-    ex.why = "the hf interface draws from torch's global RNG (no supplied uniforms, no declared law)"
-    report.notes.append(f"level exact: {ex.why}; statistical level used")
-
-
-def _exact_efficiency(run: _Run, laws: dict[str, Any], battery: list[BatteryInstance]) -> None:
-    for bi in battery:
-        if bi.label not in laws:
-            continue
-        law = laws[bi.label]
-        e_tau = float(expected_accepted(law))
-        bbv, opt, ot, note = checks_statistical._optima(bi)  # noqa: SLF001 - shared cache
-        above = opt is not None and e_tau > opt + 1e-9
-        run.add(
-            CheckResult(
-                f"efficiency[{bi.label}]",
-                "efficiency",
-                None if opt is None else not above,
-                statistic=e_tau,
-                instance=bi.spec(),
-                detail=(
-                    f"exact E[tau] = {e_tau:.6f}; B_BV({bi.K}) = {bbv:.6f}, OPT({bi.K}) = "
-                    f"{'-' if opt is None else f'{opt:.6f}'}, OT({bi.K}) = {'-' if ot is None else f'{ot:.6f}'}{note}"
-                    + ("; above OPT(K): proof of a lossy verifier" if above else "")
-                ),
-                diagnosis="efficiency_above_optimum" if above else "ok",
-            )
-        )
-
-
-def _sampler_checks(
-    adapter: Adapter,
-    battery: list[BatteryInstance],
-    law_fn: Any,
-    rng: np.random.Generator,
-    tally: checks_structural.StructuralTally,
-    tv: float,
-) -> list[CheckResult]:
-    """The sampler against its own declared law on fixed drafts (first three instances)."""
-    out = []
-    for res in reference_check.reference_checks(
-        adapter, battery[:3], "declared", rng, checks_statistical.ALPHA / 3, tv, tally, law_fn=law_fn
-    ):
-        out.append(
-            dataclasses.replace(
-                res, name=res.name.replace("reference_law", "sampler_matches_outcome_law"), category="exact"
-            )
-        )
-    return out
-
-
-__all__ = ["BUDGETS", "LEVELS", "validate"]
+__all__ = ["BUDGETS", "CONVENTIONS", "LEVELS", "validate"]

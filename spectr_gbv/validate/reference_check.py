@@ -11,11 +11,21 @@ residual drawn with the wrong uniform moves the conditional law by 0.1 or more w
 the end-to-end law by 0.001-0.03), so these tests are far more sensitive.
 
 Two tests per tuple, for the diagnosis: the stop-position law ``P(|O| = j + 1)`` (a failure
-means the acceptance rule differs: ``not_lossless`` relative to the claim), and the law of the
-emitted tokens given the stop position (a failure with the stop law right means the token
-drawn at the stop, residual or bonus, is wrong: ``wrong_residual``; ``reuses_uniform`` when
-an SD-type correction follows the residual drawn with the rejecting uniform). The reported
-p-value is the smaller of the two, Bonferroni-adjusted (x2).
+means the acceptance rule differs from the reference's), and the law of the emitted tokens given
+the stop position (a failure with the stop law right means the token drawn at the stop, residual
+or bonus, differs). The reported p-value is the smaller of the two, Bonferroni-adjusted (x2).
+
+A failure is diagnosed ``differs_from_reference``, never ``not_lossless``: a verifier may follow
+another lossless convention than the reference (SpecInfer's random child order against ``rrs``'s
+draft order), and a lossy reference (``spectr_gbv_released``, ``independent_bv``) is expected to
+differ from any lossless verifier. Losslessness is decided by the law checks alone. Documented
+conventions are named ``"NAME:VARIANT"`` (:mod:`spectr_gbv.validate.reference_variants`), e.g.
+``"rrs:random_order"``. (With ``law_fn``, the sampler against its own declared law, a failure
+keeps the law diagnoses ``not_lossless`` / ``wrong_residual`` / ``reuses_uniform``.)
+
+A verifier that raises on one instance gets a failed ``raises`` check on that instance; the other
+instances still run (a timeout stops the check: :class:`~spectr_gbv.validate.calls.VerifierTimedOut`
+propagates).
 """
 
 from __future__ import annotations
@@ -25,12 +35,13 @@ from typing import Any
 
 import numpy as np
 
-from spectr_gbv.reference.registry import get_verifier
 from spectr_gbv.simulate.monte_carlo import g_test_power, iterations_for_power
 from spectr_gbv.validate.battery import BatteryInstance, Tables
+from spectr_gbv.validate.calls import VerifierRaised
 from spectr_gbv.validate.checks_statistical import POWER_TARGET, GTest, combine, g_test
 from spectr_gbv.validate.checks_structural import StructuralTally, classify
 from spectr_gbv.validate.interfaces import Adapter
+from spectr_gbv.validate.reference_variants import parse_reference, reference_verifier, variants
 from spectr_gbv.validate.report import CheckResult
 
 #: Candidate draft tuples scored per instance.
@@ -38,16 +49,20 @@ CANDIDATES = 64
 
 
 def check_reference(name: str | None) -> str | None:
-    """Return ``name`` if it names a verifier with an ``outcome_law`` (or None).
+    """Return ``name`` unchanged if it names a verifier with an ``outcome_law`` (or None).
+
+    ``name`` is ``"NAME"`` or ``"NAME:VARIANT"``
+    (:func:`~spectr_gbv.validate.reference_variants.parse_reference`).
 
     Raises
     ------
     ValueError
-        Unknown name, or one that needs a whole instance (``greedy_bv``, ``lp_oracle``).
+        Unknown name or variant (the message lists the valid names and variants), or a name
+        that needs a whole instance (``greedy_bv``, ``lp_oracle``).
     """
     if name is None:
         return None
-    get_verifier(name)  # raises ValueError naming the valid names
+    parse_reference(name)
     return name
 
 
@@ -69,10 +84,11 @@ def pick_drafts(
     Drafts the reference rejects with probability >= :data:`MIN_REJECTION` come first, so the
     residual (where most public bugs live) is exercised.
 
-    ``law_fn`` replaces ``get_verifier(reference).outcome_law`` (e.g. a verifier's own law).
+    ``reference`` is ``"NAME"`` or ``"NAME:VARIANT"``; ``law_fn`` replaces its ``outcome_law`` (e.g. a
+    verifier's own law).
     """
     tables = Tables(bi.float_instance)
-    outcome_law = law_fn or get_verifier(reference).outcome_law
+    outcome_law = law_fn or reference_verifier(reference).outcome_law
     cands = tables.sample_drafts(CANDIDATES, bi.K, rng)
     best: tuple[tuple[bool, float], np.ndarray, dict[Any, float]] | None = None
     seen = set()
@@ -134,6 +150,66 @@ def _sd_reuse_fits(obs: dict[tuple[int, ...], int], drafts: np.ndarray, q: np.nd
     return combine(tests_ok).p_value < 1e-3 and combine(tests_reuse).p_value >= 0.01
 
 
+def differs_wording(
+    reference: str, acceptance: bool, token: bool, hint: str = "", num_drafts: int | None = None
+) -> str:
+    """The explanation of a failed comparison with ``reference``, which claims no loss of losslessness.
+
+    Parameters
+    ----------
+    reference : str
+        ``"NAME"`` or ``"NAME:VARIANT"``.
+    acceptance : bool
+        The stop-position law differs (the acceptance rule).
+    token : bool
+        The law of the tokens given the stop position differs (the token drawn at the stop).
+    hint : str
+        Appended to the list of differences (e.g. a uniform-reuse signature).
+    num_drafts : int, optional
+        K; with K = 1 the draft-order variants (equal to the registered verifier) are not
+        offered as other conventions.
+
+    Returns
+    -------
+    str
+        ``"differs from NAME's conditional law: ..."``; for a lossy reference
+        (``Verifier.lossless`` False) it says that a lossless verifier is expected to differ.
+    """
+    name, current = parse_reference(reference)
+    parts = []
+    if acceptance:
+        parts.append(f"the acceptance rule differs from {reference}'s (stop-position law)")
+    if token or not parts:
+        parts.append("the token drawn at the stop differs (tokens given the stop position: residual or bonus)")
+    text = f"differs from {reference}'s conditional law: {'; '.join(parts)}{hint}. "
+    if not reference_verifier(reference).lossless:
+        text += (
+            f"The reference {name} is itself lossy (Verifier.lossless is False): a lossless verifier is expected to "
+            "differ from it; "
+        )
+    else:
+        others = [f"{name}:{v}" for v in variants(name) if v != current]
+        if num_drafts == 1:
+            others = [o for o in others if not o.endswith(("random_order", "random_draft"))]
+        alt = f" (documented: {', '.join(others)})" if others else ""
+        text += f"A different convention{alt} can be lossless too, so this is not by itself a loss of losslessness; "
+    return text + "the law checks decide losslessness"
+
+
+def _raised_result(bi: BatteryInstance, err: VerifierRaised, drafts: np.ndarray, label: str) -> CheckResult:
+    return CheckResult(
+        f"reference_law[{bi.label}]",
+        "reference",
+        False,
+        instance=bi.spec(drafts=drafts.tolist()),
+        detail=(
+            f"the verifier raised on instance {bi.label!r} (fixed drafts {drafts.tolist()}, compared with "
+            f"{label}): {err}; the other instances were still checked"
+        ),
+        diagnosis="raises",
+    )
+
+
 def reference_checks(
     adapter: Adapter,
     battery: list[BatteryInstance],
@@ -148,14 +224,19 @@ def reference_checks(
     """One ``reference_law[kind]`` check per battery instance (fixed drafts, repeated calls).
 
     Sample size per tuple: power :data:`POWER_TARGET` against a TV error of ``tv`` in the
-    conditional law at ``alpha_test / 2`` (the two sub-tests). ``law_fn`` replaces the
-    reference's ``outcome_law`` (``reference`` is then only a label).
+    conditional law at ``alpha_test / 2`` (the two sub-tests). ``reference`` is ``"NAME"`` or
+    ``"NAME:VARIANT"``; a failure is diagnosed ``differs_from_reference``. ``law_fn`` replaces
+    the reference's ``outcome_law`` (``reference`` is then only a label, and a failure keeps the
+    law diagnoses). A verifier that raises on an instance gets a failed check with diagnosis
+    ``"raises"`` there; the other instances still run.
 
     Raises
     ------
-    VerifierRaised, VerifierTimedOut
+    VerifierTimedOut
+        A call hung (the check stops).
     """
     out = []
+    law_name = "the declared outcome_law" if law_fn is not None else f"{reference}'s exact law"
     for bi in battery:
         drafts, law = pick_drafts(bi, reference, rng, law_fn)
         L = bi.instance.L
@@ -166,36 +247,48 @@ def reference_checks(
         obs: dict[tuple[int, ...], int] = {}
         invalid = 0
         done = 0
-        while done < N:
-            c = min(8192, N - done)
-            d = np.broadcast_to(drafts, (c, *drafts.shape)).copy()
-            q, p = tables.rows(d)
-            em = adapter.emit(d, q, p, rng)
-            problems = classify(em, d, p)
-            if tally is not None:
-                tally.add(bi, d, problems, c)
-            invalid += len(problems)
-            ok = np.ones(c, dtype=bool)
-            ok[list(problems)] = False
-            toks, lens = em.tokens[ok], em.lengths[ok]
-            codes, counts = np.unique(np.concatenate([toks, lens[:, None]], axis=1), axis=0, return_counts=True)
-            for row, cnt in zip(codes.tolist(), counts.tolist(), strict=True):
-                o = tuple(row[: row[-1]])
-                obs[o] = obs.get(o, 0) + cnt
-            done += c
-        law_name = "the declared outcome_law" if law_fn is not None else f"{reference}'s exact law"
+        try:
+            while done < N:
+                c = min(8192, N - done)
+                d = np.broadcast_to(drafts, (c, *drafts.shape)).copy()
+                q, p = tables.rows(d)
+                em = adapter.emit(d, q, p, rng)
+                problems = classify(em, d, p)
+                if tally is not None:
+                    tally.add(bi, d, problems, c)
+                invalid += len(problems)
+                ok = np.ones(c, dtype=bool)
+                ok[list(problems)] = False
+                toks, lens = em.tokens[ok], em.lengths[ok]
+                codes, counts = np.unique(np.concatenate([toks, lens[:, None]], axis=1), axis=0, return_counts=True)
+                for row, cnt in zip(codes.tolist(), counts.tolist(), strict=True):
+                    o = tuple(row[: row[-1]])
+                    obs[o] = obs.get(o, 0) + cnt
+                done += c
+        except VerifierRaised as err:
+            out.append(_raised_result(bi, err, drafts, law_name))
+            continue
         full, stop, given = _stop_and_token_tests(obs, law, L)
         pval = min(1.0, 2 * min(stop.p_value, given.p_value))
         failed = pval < alpha_test
+        q1, p1 = tables.rows(drafts)
         if not failed:
-            diag = "ok"
+            diag, why = "ok", ""
+        elif law_fn is None:
+            hint = ""
+            if reuse_seen:
+                hint = " (the corrections depend on the uniform that decided the rejection: see uniform_reuse)"
+            elif parse_reference(reference)[0] == "sd" and _sd_reuse_fits(obs, drafts, q1, p1):
+                hint = " (consistent with a residual drawn with the uniform that rejected)"
+            why = differs_wording(reference, stop.p_value < alpha_test / 2, given.p_value < alpha_test / 2, hint, bi.K)
+            diag = "differs_from_reference"
         elif reuse_seen:
-            diag = "reuses_uniform"
+            diag, why = "reuses_uniform", ""
         elif stop.p_value < alpha_test / 2:
-            diag = "not_lossless"
+            diag, why = "not_lossless", ""
         else:
-            q1, p1 = tables.rows(drafts)
             diag = "reuses_uniform" if reference == "sd" and _sd_reuse_fits(obs, drafts, q1, p1) else "wrong_residual"
+            why = ""
         n_obs = int(sum(obs.values()))
         top = sorted(law.items(), key=lambda kv: -kv[1])[:6]
         compare = ", ".join(f"{list(o)}: {obs.get(o, 0) / max(n_obs, 1):.4f} vs {v:.4f}" for o, v in top)
@@ -210,7 +303,8 @@ def reference_checks(
                 power=g_test_power(N, df, alpha_test / 2, tv_ref),
                 instance=bi.spec(drafts=drafts.tolist()),
                 detail=(
-                    f"{N} calls on the fixed drafts {drafts.tolist()} vs {law_name} "
+                    (f"{why[0].upper()}{why[1:]}. " if why else "")
+                    + f"{N} calls on the fixed drafts {drafts.tolist()} vs {law_name} "
                     f"(stop-position law p = {stop.p_value:.3g}, tokens given the stop p = {given.p_value:.3g}; "
                     f"power against a conditional TV error of {tv_ref:g}); observed vs reference: {compare}"
                     + (f"; {invalid} invalid outputs" if invalid else "")
@@ -221,4 +315,4 @@ def reference_checks(
     return out
 
 
-__all__ = ["CANDIDATES", "MIN_REJECTION", "check_reference", "pick_drafts", "reference_checks"]
+__all__ = ["CANDIDATES", "MIN_REJECTION", "check_reference", "differs_wording", "pick_drafts", "reference_checks"]

@@ -2,9 +2,11 @@
 in a :class:`ValidationReport` that prints as text or JSON.
 
 A check passes (``passed=True``), fails (``False``, with a diagnosis tag saying what is wrong)
-or is not applicable / inconclusive (``None``: an input the verifier refused, an exact level
-the verifier does not support, a check skipped after the verifier hung). A report passes when
-no check failed.
+or is not applicable / inconclusive (``None``: an input the verifier refused, a coin the probe
+could not force, an exact level the verifier does not support, a check skipped after the
+verifier hung). An *advisory* check is a note outside the verdict. A report passes when no
+check showed a wrong output law (:data:`LAW_DIAGNOSES`) or a failure on a valid input
+(:data:`ROBUSTNESS_DIAGNOSES`); exit statuses are :data:`EXIT_CODES`.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ DIAGNOSES: tuple[str, ...] = (
     "bad_output",
     "reuses_uniform",
     "efficiency_above_optimum",
+    "exits",
+    "differs_from_reference",
     "ok",
 )
 
@@ -72,6 +76,10 @@ class CheckResult:
         One or a few human-readable sentences.
     diagnosis : str
         One of :data:`DIAGNOSES`; ``"ok"`` unless the check failed.
+    advisory : bool
+        True for a check outside the verdict: a convention the interface does not promise
+        (``-1`` placeholder ids unless declared), determinism. It is reported under the
+        notes and never changes :attr:`ValidationReport.passed` or the exit status.
 
     Raises
     ------
@@ -89,6 +97,7 @@ class CheckResult:
     instance: dict[str, Any] | None = None
     detail: str = ""
     diagnosis: str = "ok"
+    advisory: bool = False
 
     def __post_init__(self) -> None:
         if self.category not in CATEGORIES:
@@ -146,29 +155,72 @@ def _fmt(x: float | int | None, spec: str = ".3g") -> str:
     return format(x, spec)
 
 
+#: Diagnoses of a wrong output law (the headline question: is the output law the target law?).
+LAW_DIAGNOSES: tuple[str, ...] = (
+    "not_lossless",
+    "wrong_residual",
+    "reuses_uniform",
+    "efficiency_above_optimum",
+    "zero_probability_token",
+)
+#: Diagnoses of a verifier that fails on a valid input (raises, hangs, exits, invalid output).
+ROBUSTNESS_DIAGNOSES: tuple[str, ...] = (
+    "raises",
+    "timeout",
+    "exits",
+    "bad_output",
+    "nan_or_out_of_vocab",
+    "accepts_placeholder",
+    "not_deterministic",
+)
+#: Exit status of ``spectr-gbv validate`` (and :attr:`ValidationReport.exit_code`).
+EXIT_CODES: dict[int, str] = {
+    0: "passed: no check found a wrong output law, and the verifier ran correctly on every valid input",
+    1: "failed: a wrong output law, a token of target probability 0, or an exception, hang, exit or invalid "
+    "output on a valid input",
+    2: "usage error (bad import path, interface, level, budget, reference, conventions)",
+    3: "passed the law and robustness checks, but the output differs from the named reference's conditional law",
+}
+#: Report sections: (title, categories).
+SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Law", ("exact", "statistical", "adversarial", "efficiency")),
+    ("Robustness", ("structural", "robustness")),
+    ("Reference", ("reference",)),
+)
+
+
 @dataclass
 class ValidationReport:
     """Everything :func:`~spectr_gbv.validate.validate` found about one verifier.
+
+    The verdict answers one question: is the verifier's output law the target law, on every
+    valid input? It fails (:attr:`passed` False, exit status 1) when a check shows a wrong
+    output law, a token of target probability 0 (forced coins and degenerate residuals
+    included), or an exception, hang, exit or invalid output on a valid input. A difference
+    from a named reference's conditional law is not a loss of losslessness: it sets
+    :attr:`matches_reference` False and exit status 3. Advisory checks (conventions the
+    interface does not promise, determinism) are notes and never change the verdict.
 
     Attributes
     ----------
     verifier : str
         Name of the verifier (``module:function`` or its qualified name).
     interface : str
-        ``"generic"``, ``"chain"`` or ``"hf"``.
+        One of :data:`~spectr_gbv.validate.interfaces.INTERFACES`.
     level : str
         Level requested (``"exact"`` or ``"statistical"``).
     level_used : str
         What ran: ``"exact"``, ``"statistical"`` or ``"statistical (exact unavailable: ...)"``.
     reference : str or None
-        Stable method name the verifier was compared with, if any.
+        Method name (or ``NAME:VARIANT``) the verifier was compared with, if any.
     seed : int
         Seed of every random draw of the harness.
     budget : str
         ``"quick"``, ``"standard"`` or ``"thorough"``.
     checks : list of CheckResult
     settings : dict
-        Significance level, Bonferroni family size, power target, sample sizes per instance.
+        Significance level, Bonferroni family size, power target, sample sizes per instance,
+        the sizes covered.
     notes : list of str
         Remarks on how the run went (fallbacks, skipped checks).
     elapsed_s : float
@@ -187,38 +239,74 @@ class ValidationReport:
     notes: list[str] = field(default_factory=list)
     elapsed_s: float = 0.0
 
-    @property
-    def passed(self) -> bool:
-        """True when no check failed (inconclusive checks do not fail a report)."""
-        return not any(c.passed is False for c in self.checks)
-
+    # ------------------------------------------------------------------ verdict
     @property
     def failures(self) -> list[CheckResult]:
-        """The failed checks, in run order."""
-        return [c for c in self.checks if c.passed is False]
+        """The failed checks that count (advisory ones excluded), in run order."""
+        return [c for c in self.checks if c.passed is False and not c.advisory]
+
+    @property
+    def law_failures(self) -> list[CheckResult]:
+        """Failures that show a wrong output law (:data:`LAW_DIAGNOSES`)."""
+        return [c for c in self.failures if c.diagnosis in LAW_DIAGNOSES]
+
+    @property
+    def robustness_failures(self) -> list[CheckResult]:
+        """Failures on a valid input other than the law: raises, hangs, exits, invalid outputs."""
+        other = (*LAW_DIAGNOSES, "differs_from_reference")
+        return [c for c in self.failures if c.diagnosis not in other]
+
+    @property
+    def passed(self) -> bool:
+        """True when no check showed a wrong law or a failure on a valid input.
+
+        Inconclusive checks, advisory notes and differences from a named reference do not fail
+        a report (see :attr:`matches_reference`).
+        """
+        return not self.law_failures and not self.robustness_failures
+
+    @property
+    def matches_reference(self) -> bool | None:
+        """None without a reference; else False when a check found a difference from its conditional law."""
+        if self.reference is None:
+            return None
+        return not any(c.diagnosis == "differs_from_reference" for c in self.failures)
+
+    @property
+    def exit_code(self) -> int:
+        """0 passed, 1 failed, 3 passed but differs from the named reference (:data:`EXIT_CODES`)."""
+        if not self.passed:
+            return 1
+        return 3 if self.matches_reference is False else 0
+
+    @property
+    def advisories(self) -> list[CheckResult]:
+        """Advisory checks (outside the verdict) that failed or are informational."""
+        return [c for c in self.checks if c.advisory and c.passed is not True]
 
     @property
     def smallest_failure(self) -> CheckResult | None:
-        """The failed check on the smallest instance.
+        """The failed check on the smallest instance (law and robustness failures before reference ones).
 
         Smallest: fewest draft tuples n^(L K) (:attr:`CheckResult.draft_tuples`), then smallest
         (n, L, K), then the category order of :data:`CATEGORIES`, then the smallest p-value.
         """
-        fails = self.failures
-        if not fails:
-            return None
-        return min(
-            fails,
-            key=lambda c: (
-                c.draft_tuples,
-                c.size_key,
-                CATEGORIES.index(c.category),
-                c.p_value if c.p_value is not None else 0.0,
-            ),
-        )
+        return _smallest([c for c in self.failures if c.diagnosis != "differs_from_reference"] or self.failures)
 
+    @property
+    def smallest_instance_failure(self) -> CheckResult | None:
+        """:attr:`smallest_failure` among the failures on an instance that can be rerun.
+
+        Probe failures (spec ``kind == "probe"``) and failures without an instance are left
+        out: the result's ``instance`` always rebuilds with
+        :func:`~spectr_gbv.validate.battery.instance_from_spec`.
+        """
+        fails = [c for c in self.failures if c.instance is not None and c.instance.get("kind") != "probe"]
+        return _smallest([c for c in fails if c.diagnosis != "differs_from_reference"] or fails)
+
+    # ------------------------------------------------------------------ output
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict: the header fields, ``passed``, ``checks``, ``smallest_failure``."""
+        """JSON-ready dict: the header fields, the verdict, ``checks``, ``smallest_failure``."""
         small = self.smallest_failure
         return _jsonable(
             {
@@ -230,8 +318,13 @@ class ValidationReport:
                 "seed": self.seed,
                 "budget": self.budget,
                 "passed": self.passed,
+                "law_passed": not self.law_failures,
+                "robustness_passed": not self.robustness_failures,
+                "matches_reference": self.matches_reference,
+                "exit_code": self.exit_code,
                 "num_checks": len(self.checks),
                 "num_failed": len(self.failures),
+                "num_advisory": len(self.advisories),
                 "smallest_failure": small.to_dict() if small else None,
                 "settings": self.settings,
                 "notes": list(self.notes),
@@ -244,20 +337,84 @@ class ValidationReport:
         """:meth:`to_dict` as an indented JSON string."""
         return json.dumps(self.to_dict(), indent=2)
 
+    def _summary_lines(self) -> list[str]:
+        """The verdict block: the law verdict and its power, then robustness, reference, notes."""
+        s = self.settings
+        verdict = "PASSED" if self.passed else "FAILED"
+        why = {
+            0: "no check found the output law differ from the target law, and every valid input ran correctly",
+            1: "a check found a wrong output law or a failure on a valid input (below)",
+            3: "lossless on the inputs tried, but the output differs from the named reference's conditional law",
+        }[self.exit_code]
+        lines = [f"Verdict: {verdict} (exit {self.exit_code}): {why}"]
+
+        def section(title: str, cats: tuple[str, ...]) -> list[CheckResult]:
+            return [c for c in self.checks if c.category in cats and not c.advisory]
+
+        law = section(*SECTIONS[0])
+        law_fail = self.law_failures
+        power = []
+        if "tv_detected" in s:
+            power.append(
+                f"each sampled instance's law test has power >= {s.get('power_target', 0.99)} against a TV error of "
+                f"{s['tv_detected']:g} (family alpha {s.get('alpha_family', 1e-3):g} over {s.get('family_size', '?')} "
+                "tests)"
+            )
+        if str(self.level_used).startswith("exact"):
+            power.append("exact laws where the verifier declares or exposes them")
+        cov = s.get("sizes_covered")
+        if cov:
+            power.append("sizes covered: " + ", ".join(f"{k} {v[0]}-{v[1]}" for k, v in cov.items()))
+        status = "FAIL" if law_fail else ("PASS" if any(c.passed for c in law) else "N/A")
+        lines.append(
+            f"  Law         {status:4}  {len(law)} checks"
+            + _failed_list(law_fail)
+            + ("; " + "; ".join(power) if power else "")
+        )
+        rob = [c for c in section(*SECTIONS[1]) if c not in law_fail]  # a probe's wrong token counts under Law
+        rob_fail = [c for c in self.robustness_failures]
+        calls = s.get("verifier_calls")
+        status = "FAIL" if rob_fail else ("PASS" if rob else "N/A")
+        lines.append(
+            f"  Robustness  {status:4}  {len(rob)} checks"
+            + _failed_list(rob_fail)
+            + (f"; {calls:,} verifier calls" if isinstance(calls, int) else "")
+            + (
+                "; inconclusive: " + ", ".join(c.name for c in rob if c.passed is None)
+                if any(c.passed is None for c in rob)
+                else ""
+            )
+        )
+        if self.reference is not None:
+            ref = section(*SECTIONS[2])
+            status = "PASS" if self.matches_reference else "DIFF"
+            lines.append(
+                f"  Reference   {status:4}  {len(ref)} checks against {self.reference}'s conditional law"
+                + ("" if self.matches_reference else ": differs (not a law failure by itself)")
+            )
+        adv = self.advisories
+        if adv:
+            names = ", ".join(f"{c.name} {c.status}" for c in adv)
+            lines.append(f"  Notes       {len(adv):<4}  outside the verdict (conventions, determinism): {names}")
+        return lines
+
     def to_text(self) -> str:
-        """Human-readable report: verdict, one line per check, failures in detail, settings."""
+        """Human-readable report: the verdict block, one table per section, failures, notes, settings."""
         n_fail = len(self.failures)
         n_na = sum(c.passed is None for c in self.checks)
-        verdict = "PASSED" if self.passed else "FAILED"
+        n_adv = sum(c.advisory and c.passed is False for c in self.checks)
         lines = [
             f"Validation of {self.verifier} (interface {self.interface}, level {self.level_used}, "
-            f"reference {self.reference or '-'}, budget {self.budget}, seed {self.seed}): {verdict}",
-            f"{len(self.checks)} checks: {len(self.checks) - n_fail - n_na} passed, {n_fail} failed, "
-            f"{n_na} not applicable/inconclusive; {self.elapsed_s:.1f} s",
-            "",
+            f"reference {self.reference or '-'}, budget {self.budget}, seed {self.seed}): "
+            f"{'PASSED' if self.passed else 'FAILED'}",
+            *self._summary_lines(),
+            f"{len(self.checks)} checks: {len(self.checks) - n_fail - n_na - n_adv} passed, {n_fail} failed, "
+            f"{n_adv} advisory notes, {n_na} not applicable/inconclusive; {self.elapsed_s:.1f} s",
         ]
         headers = ["status", "category", "check", "statistic", "p-value", "N", "power", "diagnosis"]
-        rows = [
+        groups = [(t, [c for c in self.checks if c.category in cats and not c.advisory]) for t, cats in SECTIONS]
+        groups.append(("Notes (advisory, outside the verdict)", [c for c in self.checks if c.advisory]))
+        rows_all = [
             [
                 c.status,
                 c.category,
@@ -268,12 +425,19 @@ class ValidationReport:
                 _fmt(c.power, ".4f"),
                 c.diagnosis,
             ]
-            for c in self.checks
+            for _, cs in groups
+            for c in cs
         ]
-        widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-        lines.append("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip())
-        for r in rows:
-            lines.append("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
+        widths = [max(len(h), *(len(r[i]) for r in rows_all)) if rows_all else len(h) for i, h in enumerate(headers)]
+        it = iter(rows_all)
+        for title, cs in groups:
+            if not cs:
+                continue
+            lines += ["", f"{title} checks" if "Notes" not in title else title]
+            lines.append("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip())
+            for _ in cs:
+                r = next(it)
+                lines.append("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
         if self.failures:
             lines += ["", "Failures:"]
             for c in self.failures:
@@ -285,7 +449,12 @@ class ValidationReport:
             lines += ["", f"Smallest failing case: {small.name} [{small.diagnosis}]"]
             if small.instance:
                 lines.append(f"    {json.dumps(_jsonable(small.instance), separators=(',', ':'))}")
-        inconclusive = [c for c in self.checks if c.passed is None and c.detail]
+        adv = self.advisories
+        if adv:
+            lines += ["", "Advisory notes (not part of the verdict):"]
+            for c in adv:
+                lines.append(f"- [{c.status}{'' if c.diagnosis == 'ok' else ', ' + c.diagnosis}] {c.name}: {c.detail}")
+        inconclusive = [c for c in self.checks if c.passed is None and c.detail and not c.advisory]
         if inconclusive:
             lines += ["", "Not applicable / inconclusive:"]
             lines += [f"- {c.name}: {c.detail}" for c in inconclusive]
@@ -299,6 +468,29 @@ class ValidationReport:
         return "\n".join(lines)
 
 
+def _failed_list(fails: list[CheckResult], most: int = 3) -> str:
+    """``"; failed: name (diagnosis), ..."`` for the verdict block (empty when none failed)."""
+    if not fails:
+        return ""
+    names = ", ".join(f"{c.name} ({c.diagnosis})" for c in fails[:most])
+    return f"; failed: {names}" + (f" and {len(fails) - most} more" if len(fails) > most else "")
+
+
+def _smallest(fails: list[CheckResult]) -> CheckResult | None:
+    """The failure on the smallest instance (draft tuples, then (n, L, K), category, p-value)."""
+    if not fails:
+        return None
+    return min(
+        fails,
+        key=lambda c: (
+            c.draft_tuples,
+            c.size_key,
+            CATEGORIES.index(c.category),
+            c.p_value if c.p_value is not None else 0.0,
+        ),
+    )
+
+
 def _instance_line(spec: dict[str, Any]) -> str:
     """A one-line summary of an instance spec (the full JSON is in :meth:`ValidationReport.to_json`)."""
     parts = [f"{k}={spec[k]}" for k in ("kind", "name", "n", "L", "K") if k in spec]
@@ -308,4 +500,13 @@ def _instance_line(spec: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-__all__ = ["CATEGORIES", "DIAGNOSES", "CheckResult", "ValidationReport"]
+__all__ = [
+    "CATEGORIES",
+    "DIAGNOSES",
+    "EXIT_CODES",
+    "LAW_DIAGNOSES",
+    "ROBUSTNESS_DIAGNOSES",
+    "SECTIONS",
+    "CheckResult",
+    "ValidationReport",
+]

@@ -67,3 +67,13 @@ def test_no_probes_no_search_flags(capsys):
     names = {c["name"] for c in data["checks"]}
     assert "adversarial_search" not in names and "zero_coin" not in names and "exact_defect[dense]" in names
     assert any("probes skipped" in n for n in data["notes"])
+
+
+def test_cli_help_names_match_the_harness():
+    # the CLI keeps copies for --help (start-up without the harness); they must not drift
+    from spectr_gbv.cli import validate as cli_validate
+    from spectr_gbv.validate import INTERFACES
+    from spectr_gbv.validate.harness import BUDGETS, CONVENTIONS, LEVELS
+
+    assert cli_validate.INTERFACES == INTERFACES
+    assert (cli_validate.LEVELS, cli_validate.BUDGETS, cli_validate.CONVENTIONS) == (LEVELS, BUDGETS, CONVENTIONS)

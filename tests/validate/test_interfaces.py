@@ -19,7 +19,7 @@ from spectr_gbv.validate.outputs import read_padded, read_sequence
 
 
 def test_interfaces_constant():
-    assert INTERFACES == ("generic", "chain", "hf")
+    assert INTERFACES == ("generic", "chain", "hf", "batched", "batched_torch", "generic_torch", "chain_torch")
 
 
 def test_read_sequence_accepts_ints_and_flags_garbage():
@@ -129,7 +129,7 @@ def test_chain_adapter_supplies_uniforms_and_batches():
     tables = Tables(bi.float_instance)
     d = tables.sample_drafts(5000, 1, np.random.default_rng(0))
     q, p = tables.rows(d)
-    ad = make_adapter(chain_first_token, "chain", CallGuard(5))
+    ad = make_adapter(chain_first_token, "chain", CallGuard(5, isolation="thread"))  # `seen` is filled in-process
     u = np.random.default_rng(3).random((5000, 3))
     em = ad.emit(d, q, p, np.random.default_rng(0), u)
     assert seen == [(4096, 3), (904, 3)]
@@ -164,8 +164,19 @@ def test_instance_specs_rebuild_the_battery():
 
 def test_battery_kinds_are_what_they_say():
     by = {bi.kind: bi for bi in default_battery()}
-    assert list(by) == ["dense", "sparse_disjoint", "p_equals_q", "low_temperature", "tiny_probabilities", "long_block"]
-    assert by["sparse_disjoint"].K == 3 and all(b.K == 1 for b in default_battery(1))
+    assert list(by) == [
+        "dense",
+        "sparse_disjoint",
+        "p_equals_q",
+        "low_temperature",
+        "tiny_probabilities",
+        "long_block",
+        "tied_ratios",
+        "wide_tree",
+    ]
+    assert by["sparse_disjoint"].K == 3 and by["tied_ratios"].K == 3 and by["wide_tree"].K == 4
+    single = default_battery(1)
+    assert all(b.K == 1 for b in single) and "wide_tree" not in {b.kind for b in single}
     sp = by["sparse_disjoint"].instance
     root_p, root_q = np.array(sp.target.cond(()), dtype=float), np.array(sp.draft.cond(()), dtype=float)
     assert np.any((root_p > 0) & (root_q == 0)) and np.any((root_q > 0) & (root_p == 0))

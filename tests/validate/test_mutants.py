@@ -16,12 +16,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from spectr_gbv.core import default_instance, random_instance
+from spectr_gbv.core import Instance, TabularAR, default_instance, random_instance
 from spectr_gbv.reference import Verifier, get_verifier, iteration_inputs
 from spectr_gbv.simulate.exact import simulate_exact
+from spectr_gbv.validate import adversarial, validate
 from spectr_gbv.validate import mutants as M
-from spectr_gbv.validate import validate
-from spectr_gbv.validate.mutants import law_bugs
+from spectr_gbv.validate.battery import DEEP_RESIDUAL_ROW, default_battery
+from spectr_gbv.validate.checks_probes import generator_with_first_uniform
+from spectr_gbv.validate.mutants import coverage_bugs, law_bugs
 
 VOCABULARY = {
     "not_lossless",
@@ -35,6 +37,8 @@ VOCABULARY = {
     "bad_output",
     "reuses_uniform",
     "efficiency_above_optimum",
+    "exits",
+    "differs_from_reference",
     "ok",
 }
 
@@ -94,9 +98,26 @@ def test_registries_and_tags() -> None:
         "raises",
         "timeout",
         "bad_output",
+        "exits",
+        "differs_from_reference",
     }
+    from spectr_gbv.validate.report import DIAGNOSES
+
+    assert set(DIAGNOSES) == VOCABULARY
     assert M.CHAIN_MUTANTS["reused_uniform"].bug == "reuses_uniform"
     assert set(M.CORRECT) == {"sd", "bv", "mdbv"} and set(M.CHAIN_CORRECT) == {"sd", "bv"}
+    assert {name: (fn.bug, fn.reference) for name, fn in M.COVERAGE_MUTANTS.items()} == {
+        "rrs_two_residual_slots": ("wrong_residual", "rrs"),
+        "rrs_lagged_target": ("not_lossless", "rrs"),
+        "tiled_cdf_drops_carry": ("wrong_residual", "sd"),
+        "multipath_tie_mismatch": ("not_lossless", "gbv_multipath"),
+        "crashes_on_token_zero": ("raises", "sd"),
+        "crashes_on_zero_residual": ("raises", "sd"),
+    }
+    for name, fn in M.COVERAGE_MUTANTS.items():
+        assert fn.interface == "generic" and getattr(M, fn.__name__) is fn, name
+        assert "Raises" in fn.__doc__ and "Returns" in fn.__doc__, name
+        assert hasattr(fn, "outcome_law") == (fn.bug != "raises"), name
 
 
 # ============================================================================ part 1: the bugs themselves
@@ -282,7 +303,7 @@ GENERIC_SETUP: dict[str, dict[str, Any]] = {
     "topk_draft_raw_q": {"level": "exact", "instances": [(SPARSE, 2)]},
     "temperature_draft_only": {"level": "exact", "instances": [(DENSE, 2)]},
     "zero_residual_oov": {"instances": [(SPARSE, 2)]},
-    "accepts_placeholder": {"instances": [(SPARSE, 2)]},
+    "accepts_placeholder": {"instances": [(SPARSE, 2)], "conventions": ("vllm",)},
     "zero_coin_accepts": {"instances": [(SPARSE, 2)]},
     "target_sample_or_ratio": {"level": "exact", "instances": [(DENSE, 2)]},
     "hardcoded_zero_uniform": {"level": "exact", "instances": [(DENSE, 2)]},
@@ -291,6 +312,17 @@ GENERIC_SETUP: dict[str, dict[str, Any]] = {
 CHAIN_SETUP: dict[str, dict[str, Any]] = {
     name: {"instances": [(DENSE if name == "hardcoded_zero_uniform" else SPARSE, 1)]} for name in M.CHAIN_MUTANTS
 }
+# -1 placeholders are a convention the interfaces do not promise: checked only when declared
+CHAIN_SETUP["accepts_placeholder"]["conventions"] = ("vllm",)
+
+
+def test_placeholder_bug_is_an_advisory_note_unless_declared() -> None:
+    # a verifier that knows nothing about -1 ids passes the verdict; the probes stay as notes
+    report = validate(M.accepts_placeholder, budget="quick", instances=[(SPARSE, 2)], search=False)
+    assert report.passed and report.exit_code == 0
+    notes = [c for c in report.advisories if c.name.startswith("placeholder_ids")]
+    assert len(notes) == 2 and all(c.passed is False and c.diagnosis == "accepts_placeholder" for c in notes)
+    assert "--conventions vllm" in notes[0].detail
 
 
 def _check_failed(report: Any, bug: str) -> None:
@@ -389,3 +421,159 @@ def test_harness_passes_correct_verifiers(fn: Any, interface: str, level: str) -
     assert report.level_used == level
     assert report.failures == [] and report.smallest_failure is None
     assert {c.diagnosis for c in report.checks if c.passed} <= {"ok"}
+
+
+# ============================================================================ part 3: coverage mutants
+# Each is lossless on part of the input space; the exact defects below are why the battery's
+# wide_tree (K = 4, DEEP_RESIDUAL_ROW), tied_ratios and the search's V >= 6 sizes exist.
+def root_instance(p: list[Any], q: list[Any], bonus: list[Any]) -> Instance:
+    """An L = 1 instance: root rows p, q and the same bonus row after every token."""
+    n = len(p)
+    target = TabularAR(n, {(): list(p), **{(i,): list(bonus) for i in range(n)}}, depth=1, name="target")
+    return Instance(target, TabularAR(n, {(): list(q)}, depth=0, name="draft"), 1)
+
+
+DEEP = root_instance(*DEEP_RESIDUAL_ROW, [F(1, 4)] * 4)
+#: ratios min(1, p/q) = (1, 1, 5/4 -> 1 ... ): tokens 0, 1 and 2 have p >= q and tie at 1.
+TIED = root_instance([F(3, 10), F(3, 10), F(1, 4), F(3, 20)], [F(1, 5), F(1, 5), F(1, 5), F(2, 5)], [F(1, 4)] * 4)
+#: ratios (1, 5/6, 3/5, 2/5): a single token with p >= q, no tie.
+UNTIED = root_instance([F(1, 2), F(1, 4), F(3, 20), F(1, 10)], [F(1, 5), F(3, 10), F(1, 4), F(1, 4)], [F(1, 4)] * 4)
+#: V = 6: q on tokens 0, 1; uniform p.
+SIX = root_instance([F(1, 6)] * 6, [F(1, 3), F(1, 3)] + [F(1, 12)] * 4, [F(1, 6)] * 6)
+
+
+def defect(fn: Any, inst: Instance, K: int) -> Any:
+    return simulate_exact(inst, Declared(fn), K).validity_defect
+
+
+def test_rrs_two_residual_slots_is_lossless_up_to_two_drafts() -> None:
+    fn = M.rrs_two_residual_slots
+    assert [defect(fn, DEEP, K) for K in (1, 2, 3, 4)] == [0, 0, F(2, 25), F(18, 125)]
+    # typical small instances: about 0.003
+    assert defect(fn, random_instance(4, 1, 2), 3) == F(1, 324)
+    assert defect(fn, random_instance(3, 2, 1), 3) == F(432, 240065)
+    for seed in range(3):
+        assert defect(fn, random_instance(3, 2, seed), 2) == 0
+        assert defect(fn, random_instance(4, 1, seed, zero_prob=0.2), 2) == 0
+    # at K = 3 the acceptance is RRS's: only the correction after the third rejection is wrong
+    d, q, p = iteration_inputs(DEEP, [[2], [3], [3]])
+    law, ref = fn.outcome_law(d, q, p), get_verifier("rrs").outcome_law(d, q, p)
+    assert sum(v for o, v in law.items() if len(o) == 2) == sum(v for o, v in ref.items() if len(o) == 2)
+    assert law != ref
+
+
+def test_rrs_lagged_target_is_lossless_up_to_three_drafts() -> None:
+    fn = M.rrs_lagged_target
+    assert [defect(fn, DEEP, K) for K in (1, 2, 3, 4)] == [0, 0, 0, F(2, 25)]
+    assert defect(fn, random_instance(4, 1, 2), 4) == F(1, 324)
+    for seed in range(2):
+        assert defect(fn, random_instance(4, 1, seed), 3) == 0
+        assert defect(fn, random_instance(3, 2, seed), 3) == 0
+
+
+def test_tiled_cdf_drops_carry_is_lossless_up_to_five_tokens() -> None:
+    rng = np.random.default_rng(0)
+    for V in range(1, 6):  # one tile, or a second tile of one entry (the fallback gives it back)
+        for _ in range(5):
+            w = np.array([F(int(k)) for k in rng.integers(0, 5, V)] + [F(1)], dtype=object)[-V:]
+            assert coverage_bugs.tiled_scan_law(w).tolist() == w.tolist()
+    row = np.array([F(1, 6)] * 6, dtype=object)
+    assert coverage_bugs.tiled_scan_law(row).tolist() == [F(1, 6)] * 4 + [0, F(1, 3)]
+    assert defect(M.tiled_cdf_drops_carry, SIX, 1) == F(1, 6)
+    for seed in range(3):
+        assert defect(M.tiled_cdf_drops_carry, random_instance(5, 1, seed), 2) == 0
+    assert defect(M.tiled_cdf_drops_carry, random_instance(4, 2, 0), 1) == 0
+
+
+def test_multipath_tie_mismatch_is_lossy_exactly_on_ties() -> None:
+    fn = M.multipath_tie_mismatch
+    assert [defect(fn, TIED, K) for K in (1, 2, 3)] == [0, F(74, 525), F(819, 3050)]
+    assert [defect(fn, UNTIED, K) for K in (2, 3, 4)] == [0, 0, 0]
+    d, q, p = iteration_inputs(UNTIED, [[0], [2]])
+    assert fn.outcome_law(d, q, p) == get_verifier("gbv_multipath").outcome_law(d, q, p)
+
+
+def test_crashes_on_token_zero_raises_only_when_it_samples_zero() -> None:
+    rng = np.random.default_rng(0)
+    half = [0.0, 0.5, 0.5]
+    # draft 1 accepted surely (p = q), the bonus row puts all mass on 0: raises
+    with pytest.raises(KeyError):
+        M.crashes_on_token_zero(*one_step(half, half, [1.0, 0.0, 0.0], 1, exact=False), rng)
+    # draft 2 rejected surely (p(2) = 0), the residual is token 0: raises
+    with pytest.raises(KeyError):
+        M.crashes_on_token_zero(*one_step(half, [0.5, 0.5, 0.0], [0.0, 0.0, 1.0], 2, exact=False), rng)
+    # a drafted 0 that is accepted is not looked up; a bonus row without 0 never raises
+    ok = one_step([1.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0], 0, exact=False)
+    assert all(M.crashes_on_token_zero(*ok, rng) == [0, 2] for _ in range(10))
+
+
+def test_crashes_on_zero_residual_raises_only_on_an_all_zero_residual() -> None:
+    # p <= q everywhere on the row (sums within 1e-9 of 1), the coin rejects: the residual is 0
+    q, p = [0.5, 0.5, 0.0], [0.5 - 1e-12, 0.5, 0.0]
+    rng = generator_with_first_uniform("max", 0)  # first coin 1 - 2**-53 > p/q: a rejection
+    with pytest.raises(ValueError, match="NaN"):
+        M.crashes_on_zero_residual(*one_step(q, p, [0.2, 0.3, 0.5], 0, exact=False), rng)
+    # an ordinary rejection has a residual: SD's correction
+    out = M.crashes_on_zero_residual(
+        *one_step([0.8, 0.1, 0.1], [0.2, 0.4, 0.4], [0.2, 0.3, 0.5], 0, exact=False),
+        generator_with_first_uniform("max", 0),
+    )
+    assert out in ([1], [2])
+
+
+def test_harness_flags_the_zero_residual_crash_at_quick() -> None:
+    """The degenerate-residual probe forces the rejection; ordinary sampling never meets it."""
+    report = validate(M.crashes_on_zero_residual, budget="quick", seed=0, search=False)
+    _check_failed(report, "raises")
+    probe = next(c for c in report.failures if c.name == "degenerate_residual")
+    assert "all-zero residual" in probe.detail and probe.diagnosis == "raises"
+    assert not report.law_failures  # its law is SD's wherever it runs
+
+
+def test_default_quick_run_catches_the_two_slot_rrs() -> None:
+    """The default battery and search at budget quick (wide_tree: defect 18/125 at K = 4)."""
+    report = validate(M.rrs_two_residual_slots, budget="quick", seed=0)
+    _check_failed(report, "wrong_residual")
+    assert "end_to_end_law[wide_tree]" in {c.name for c in report.failures}
+
+
+def _battery(kind: str) -> Any:
+    return default_battery(kinds=[kind])
+
+
+@pytest.mark.parametrize(
+    "name, setup, diagnosis",
+    [
+        ("rrs_lagged_target", {"instances": _battery("wide_tree"), "level": "exact"}, "not_lossless"),
+        ("tiled_cdf_drops_carry", {"instances": [(random_instance(6, 1, 0), 1)]}, "wrong_residual"),
+        ("multipath_tie_mismatch", {"instances": _battery("tied_ratios")}, "not_lossless"),
+        ("crashes_on_token_zero", {"instances": _battery("dense")}, "raises"),
+    ],
+)
+def test_harness_flags_coverage_mutant(name: str, setup: dict[str, Any], diagnosis: str) -> None:
+    """Targeted instance, probes and search off: the battery instance (or size) that holds the trigger."""
+    report = validate(M.COVERAGE_MUTANTS[name], budget="quick", seed=0, probes=False, search=False, **setup)
+    _check_failed(report, diagnosis)
+
+
+def test_rrs_lagged_target_statistically_on_wide_tree() -> None:
+    """Sampled, the K = 4 instance catches it too; the tag depends on the look it stops at.
+
+    Exactly, E[tau] = 0.6416 > OPT(4) = 3/5 on wide_tree (trial 4 tests against the stale R_2,
+    which accepts too often): ``efficiency_above_optimum`` once the efficiency test has the
+    samples; at an early look the accepted-length law still fits a lossless algorithm's, so
+    the law tests say ``wrong_residual``.
+    """
+    report = validate(
+        M.rrs_lagged_target, budget="quick", seed=0, probes=False, search=False, **{"instances": _battery("wide_tree")}
+    )
+    assert not report.passed
+    assert {c.diagnosis for c in report.failures} & {"not_lossless", "wrong_residual", "efficiency_above_optimum"}
+    (bi,) = _battery("wide_tree")
+    assert simulate_exact(bi.instance, Declared(M.rrs_lagged_target), 4).expected_accepted == F(401, 625)
+
+
+def test_quick_search_reaches_the_trigger_sizes() -> None:
+    """What lets the default quick run catch tiled_cdf_drops_carry (V >= 6) without a battery instance."""
+    assert any(n >= 6 for n, _, _ in adversarial.sizes("quick", False))
+    assert any(n >= 6 for n, _, _ in adversarial.sizes("quick", True))

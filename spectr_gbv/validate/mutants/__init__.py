@@ -24,7 +24,9 @@ Every function carries ``bug`` (the expected diagnosis tag of the harness's voca
 exact kernel also expose ``outcome_law(drafts, draft_probs, target_probs)`` (the true law of
 the buggy sampler, so ``level="exact"`` can catch them); the correct verifiers expose the
 reference law. Registries: :data:`MUTANTS`, :data:`CHAIN_MUTANTS`, :data:`CORRECT`,
-:data:`CHAIN_CORRECT`.
+:data:`CHAIN_CORRECT`, and :data:`COVERAGE_MUTANTS` (bugs that are lossless on part of the
+input space: K <= 2, K <= 3, V <= 5, no ratio ties; and crashes on token id 0 and on an all-zero
+residual).
 
 Placeholders: a negative draft id is a placeholder (ECOSYSTEM.md B7/B8). The correct
 verifiers treat the first one as the end of the draft (immediate rejection: the next token is
@@ -36,7 +38,9 @@ sum is within 1e-2 / 1e-2 / 1e-4 of 1.
 Modules: :mod:`~spectr_gbv.validate.mutants.law_bugs` (mutants 1-5, 9, 10: the acceptance rule
 and the laws fed to it, each with an exact ``outcome_law``),
 :mod:`~spectr_gbv.validate.mutants.uniform_bugs` (mutants 6, 7, 8, 11 and every chain
-mutant: uniforms, ids and degenerate residuals), :mod:`~spectr_gbv.validate.mutants.correct`
+mutant: uniforms, ids and degenerate residuals),
+:mod:`~spectr_gbv.validate.mutants.coverage_bugs` (the coverage mutants),
+:mod:`~spectr_gbv.validate.mutants.correct`
 (the correct verifiers) and ``_inputs`` (conversions, uniform sources, inverse-CDF draws).
 
 Examples
@@ -57,6 +61,14 @@ from spectr_gbv.validate.mutants.correct import (
     correct_mdbv,
     correct_sd,
     correct_sd_chain,
+)
+from spectr_gbv.validate.mutants.coverage_bugs import (
+    crashes_on_token_zero,
+    crashes_on_zero_residual,
+    multipath_tie_mismatch,
+    rrs_lagged_target,
+    rrs_two_residual_slots,
+    tiled_cdf_drops_carry,
 )
 from spectr_gbv.validate.mutants.law_bugs import (
     GREEDY_REPORT_EPS,
@@ -108,6 +120,17 @@ CHAIN_MUTANTS: dict[str, ChainVerifier] = {
     "reused_uniform": reused_uniform_chain,
 }
 
+#: Generic-interface mutants lossless on part of the input space (docs/validate.md, "Coverage and
+#: detectable defects"): where a battery of small instances does not look.
+COVERAGE_MUTANTS: dict[str, GenericVerifier] = {
+    "rrs_two_residual_slots": rrs_two_residual_slots,
+    "rrs_lagged_target": rrs_lagged_target,
+    "tiled_cdf_drops_carry": tiled_cdf_drops_carry,
+    "multipath_tie_mismatch": multipath_tie_mismatch,
+    "crashes_on_token_zero": crashes_on_token_zero,
+    "crashes_on_zero_residual": crashes_on_zero_residual,
+}
+
 #: Correct generic-interface verifiers built on :mod:`spectr_gbv.reference`.
 CORRECT: dict[str, GenericVerifier] = {"sd": correct_sd, "bv": correct_bv, "mdbv": correct_mdbv}
 
@@ -115,7 +138,13 @@ CORRECT: dict[str, GenericVerifier] = {"sd": correct_sd, "bv": correct_bv, "mdbv
 CHAIN_CORRECT: dict[str, ChainVerifier] = {"sd": correct_sd_chain, "bv": correct_bv_chain}
 
 # report the public import path (``spectr_gbv.validate.mutants:<name>``, what load_verifier takes)
-for _fn in (*MUTANTS.values(), *CHAIN_MUTANTS.values(), *CORRECT.values(), *CHAIN_CORRECT.values()):
+for _fn in (
+    *MUTANTS.values(),
+    *CHAIN_MUTANTS.values(),
+    *COVERAGE_MUTANTS.values(),
+    *CORRECT.values(),
+    *CHAIN_CORRECT.values(),
+):
     _fn.__module__ = __name__
 del _fn
 
@@ -123,6 +152,7 @@ __all__ = [
     "CHAIN_CORRECT",
     "CHAIN_MUTANTS",
     "CORRECT",
+    "COVERAGE_MUTANTS",
     "GREEDY_REPORT_EPS",
     "MUTANTS",
     "REQUEST_TEMPERATURE",
@@ -136,14 +166,20 @@ __all__ = [
     "correct_mdbv",
     "correct_sd",
     "correct_sd_chain",
+    "crashes_on_token_zero",
+    "crashes_on_zero_residual",
     "greedy_draft_softmax_q",
     "hardcoded_zero_uniform",
     "hardcoded_zero_uniform_chain",
+    "multipath_tie_mismatch",
     "reused_uniform",
     "reused_uniform_chain",
+    "rrs_lagged_target",
+    "rrs_two_residual_slots",
     "softmax_residual",
     "target_sample_or_ratio",
     "temperature_draft_only",
+    "tiled_cdf_drops_carry",
     "topk_draft_raw_q",
     "zero_coin_accepts",
     "zero_coin_accepts_chain",
