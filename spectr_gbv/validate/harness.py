@@ -176,8 +176,8 @@ def validate(
         Run the adversarial search. False likewise.
     conventions : sequence of str or str
         Conventions the interface does not promise, to check as part of the verdict (see
-        :data:`~spectr_gbv.validate.harness.CONVENTIONS`): ``("vllm",)`` makes the -1 placeholder probes count. Without it
-        they are advisory notes.
+        :data:`~spectr_gbv.validate.harness.CONVENTIONS`): ``("vllm",)`` makes the -1
+        placeholder probes count. Without it they are advisory notes.
     isolation : str, optional
         ``"process"`` (default where ``fork`` exists: the verifier runs in a worker process, so
         an exit, a crash or a hang in C code is reported) or ``"thread"`` (in-process).
