@@ -152,10 +152,11 @@ def test_validate_md_rerun_and_probe_replay_recipes_work():
     bug = MUTANTS["zero_residual_oov"]
     from spectr_gbv.validate import validate
 
-    case = validate(bug, budget="quick").smallest_failure
+    report = validate(bug, budget="quick")
+    case = report.smallest_failure
     assert case.instance["kind"] == "probe" and case.name == "degenerate_residual"
     *setup, last = replay.strip().splitlines()
-    ns = {"my_verify": bug, "case": case}
+    ns = {"my_verify": bug, "report": report}
     exec(compile("\n".join(setup), "validate.md", "exec"), ns)
     out = eval(compile(last.split("#")[0], "validate.md", "eval"), ns)
     assert list(out) == [3]  # the out-of-vocabulary id the probe reported

@@ -70,6 +70,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--budget", default="standard", help=f"one of {', '.join(BUDGETS)} (default standard)")
     p.add_argument("--seed", type=int, default=0, help="seed of the harness (default 0)")
     p.add_argument("--time-limit", type=float, default=10.0, metavar="S", help="seconds per verifier call (default 10)")
+    p.add_argument(
+        "--instance",
+        default=None,
+        metavar="PATH",
+        help="test this instance instead of the battery: an instance JSON file, or a check's instance spec saved "
+        "from a report (with its K)",
+    )
+    p.add_argument(
+        "--K", type=int, default=None, help="drafts per iteration for --instance (default: the spec's K, else 2)"
+    )
     p.add_argument("--no-probes", action="store_true", help="skip the fixed robustness probes")
     p.add_argument("--no-search", action="store_true", help="skip the adversarial search")
     p.add_argument(
@@ -91,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
     if os.getcwd() not in sys.path and "" not in sys.path:  # as ``python -m``: the current directory first
         sys.path.insert(0, os.getcwd())
     try:
+        instances = _instances(args.instance, args.K)
         verify = load_verifier(args.verifier, args.interface, isolation=args.isolation)
         report = validate(
             verify,
@@ -103,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
             probes=not args.no_probes,
             search=not args.no_search,
             conventions=args.conventions,
+            instances=instances,
             isolation=args.isolation,
             workers=args.workers,
             quiet=True if args.quiet else None,
@@ -112,3 +124,32 @@ def run(args: argparse.Namespace) -> int:
     report.verifier = args.verifier
     print(report.to_json() if args.json else report.to_text())
     return report.exit_code
+
+
+def _instances(path: str | None, K: int | None) -> list[tuple[object, int]] | None:
+    """``--instance PATH [--K K]``: an instance JSON file or a saved check spec, as ``validate(instances=...)``.
+
+    Raises
+    ------
+    UsageError
+        Unreadable file, invalid JSON or instance, or ``--K`` without ``--instance``.
+    """
+    if path is None:
+        if K is not None:
+            raise UsageError("--K needs --instance")
+        return None
+    import json  # noqa: PLC0415
+
+    from spectr_gbv.core.instance import parse_instance  # noqa: PLC0415
+    from spectr_gbv.validate.battery import instance_from_spec  # noqa: PLC0415
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+        if isinstance(data, dict) and "instance" in data and "K" in data:
+            inst, spec_K = instance_from_spec(data)
+        else:
+            inst, spec_K = parse_instance(data), 2
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--instance {path}: {exc}".splitlines()[0]) from exc
+    return [(inst, K if K is not None else spec_K)]

@@ -301,7 +301,8 @@ def check_zero_coin(adapter: Adapter, K: int, seed: int) -> CheckResult:
     why = why or (
         "the control's draft token of p/q = 2**-30 was rejected under every forcing tried: "
         + "; ".join(tried)
-        + ". The verifier does not draw position 0's coin from the source the harness controls"
+        + ". The forced draw was not confirmed as position 0's acceptance coin: the verifier draws that coin "
+        "elsewhere (its own generator), or draws other randomness first (a random draft order, for example)"
     )
     return _inconclusive(name, _spec(name, drafts[0], q[0], p[0]), calls, why)
 
@@ -390,7 +391,8 @@ def check_degenerate_residual(adapter: Adapter, K: int, seed: int) -> CheckResul
     why = why or (
         f"draft token {x} of p/q = 1 - 2**-21 was accepted under every forcing tried: "
         + "; ".join(tried)
-        + ". The verifier does not draw position 0's coin from the source the harness controls"
+        + ". The forced draw was not confirmed as position 0's acceptance coin: the verifier draws that coin "
+        "elsewhere (its own generator), or draws other randomness first (a random draft order, for example)"
     )
     return _inconclusive(name, _spec(name, drafts[0], q[0], p[0]), calls, why)
 

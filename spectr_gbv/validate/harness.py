@@ -298,7 +298,10 @@ def _phases(
         "the first batch", first.spec(), checks_structural.run_batch, adapter, tables0, first, probe_d, rng0, run.tally
     )
     if smoke is None:
-        report.notes.append("the verifier raised on the first batch: no other check was run")
+        report.notes.append(
+            "the verifier raised on the first batch: no other check was run (is the interface right? this run "
+            f"used {adapter.interface!r}; docs/validate.md lists each interface's signature)"
+        )
         return
 
     # 2. structural probes
@@ -393,7 +396,20 @@ def _phases(
                 )
             )
             continue
-        run.add(*checks_statistical.law_checks(s, level, tv, reference, run.reuse_seen))
+        law = checks_statistical.law_checks(s, level, tv, reference, run.reuse_seen)
+        if look < len(checks_statistical.LOOKS):  # a rejection stopped the sampling: the others are not powered
+            law = [
+                c
+                if c.passed is not True
+                else dataclasses.replace(
+                    c,
+                    passed=None,
+                    detail=f"not powered: sampling stopped at look {look} of {len(checks_statistical.LOOKS)} after "
+                    f"another law test on this instance rejected. {c.detail}",
+                )
+                for c in law
+            ]
+        run.add(*law)
         run.add(checks_statistical.efficiency(s, alpha_test))
     if sizes:
         report.settings["samples_per_instance"] = sizes

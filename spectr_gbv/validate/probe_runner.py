@@ -95,7 +95,7 @@ class Forcing:
             v32 = coins.coin_value(self.which, "float32")
             i = self.index or 0
             return (
-                f"draw index {i} of rng forced (64-bit output {i}: random() = {v!r}, float64; "
+                f"draw index {i} of rng forced (64-bit output number {i}: random() = {v!r}, float64; "
                 f"random(dtype=float32) draws {2 * i}, {2 * i + 1} = {v32!r})"
             )
         if self.source == "torch":

@@ -351,56 +351,60 @@ class ValidationReport:
         def section(title: str, cats: tuple[str, ...]) -> list[CheckResult]:
             return [c for c in self.checks if c.category in cats and not c.advisory]
 
-        law = section(*SECTIONS[0])
         law_fail = self.law_failures
+        # a probe's wrong token (zero_probability_token) is a law failure: counted under Law
+        law = section(*SECTIONS[0]) + [c for c in law_fail if c.category not in SECTIONS[0][1]]
         power = []
-        if "tv_detected" in s:
+        ran = any(c.category in ("statistical", "exact") for c in law)
+        if "tv_detected" in s and ran:
+            stopped = s.get("stopped_early") or {}
             power.append(
-                f"each sampled instance's law test has power >= {s.get('power_target', 0.99)} against a TV error of "
+                f"planned power >= {s.get('power_target', 0.99)} per sampled instance against a TV error of "
                 f"{s['tv_detected']:g} (family alpha {s.get('alpha_family', 1e-3):g} over {s.get('family_size', '?')} "
-                "tests)"
+                "tests)" + (f"; stopped early after a rejection: {', '.join(stopped)}" if stopped else "")
             )
         if str(self.level_used).startswith("exact"):
             power.append("exact laws where the verifier declares or exposes them")
         cov = s.get("sizes_covered")
-        if cov:
+        if cov and ran:
             power.append("sizes covered: " + ", ".join(f"{k} {v[0]}-{v[1]}" for k, v in cov.items()))
         status = "FAIL" if law_fail else ("PASS" if any(c.passed for c in law) else "N/A")
         lines.append(
-            f"  Law         {status:4}  {len(law)} checks"
+            f"  Law         {status:4}  {_count(len(law), 'check')}"
             + _failed_list(law_fail)
             + ("; " + "; ".join(power) if power else "")
         )
-        rob = [c for c in section(*SECTIONS[1]) if c not in law_fail]  # a probe's wrong token counts under Law
-        rob_fail = [c for c in self.robustness_failures]
-        calls = s.get("verifier_calls")
+        rob = [c for c in section(*SECTIONS[1]) if c not in law_fail]
+        rob_fail = list(self.robustness_failures)
         status = "FAIL" if rob_fail else ("PASS" if rob else "N/A")
+        inconclusive = [c.name for c in rob if c.passed is None]
         lines.append(
-            f"  Robustness  {status:4}  {len(rob)} checks"
+            f"  Robustness  {status:4}  {_count(len(rob), 'check')}"
             + _failed_list(rob_fail)
-            + (f"; {calls:,} verifier calls" if isinstance(calls, int) else "")
-            + (
-                "; inconclusive: " + ", ".join(c.name for c in rob if c.passed is None)
-                if any(c.passed is None for c in rob)
-                else ""
-            )
+            + ("; inconclusive: " + ", ".join(inconclusive) if inconclusive else "")
         )
         if self.reference is not None:
             ref = section(*SECTIONS[2])
             status = "PASS" if self.matches_reference else "DIFF"
             lines.append(
-                f"  Reference   {status:4}  {len(ref)} checks against {self.reference}'s conditional law"
+                f"  Reference   {status:4}  {_count(len(ref), 'check')} against {self.reference}'s conditional law"
                 + ("" if self.matches_reference else ": differs (not a law failure by itself)")
             )
-        adv = self.advisories
-        if adv:
-            names = ", ".join(f"{c.name} {c.status}" for c in adv)
-            lines.append(f"  Notes       {len(adv):<4}  outside the verdict (conventions, determinism): {names}")
+        adv_all = [c for c in self.checks if c.advisory]
+        if adv_all:
+            names = ", ".join(f"{c.name} {c.status}" for c in adv_all)
+            lines.append(
+                f"  Notes       {len(adv_all):<4}  advisory, outside the verdict (conventions, determinism): {names}"
+            )
+        calls = s.get("verifier_calls")
+        if isinstance(calls, int):
+            lines.append(f"  {calls:,} verifier calls in {self.elapsed_s:.1f} s")
         return lines
 
     def to_text(self) -> str:
         """Human-readable report: the verdict block, one table per section, failures, notes, settings."""
-        n_fail = len(self.failures)
+        n_diff = sum(c.diagnosis == "differs_from_reference" for c in self.failures)
+        n_fail = len(self.failures) - n_diff
         n_na = sum(c.passed is None for c in self.checks)
         n_adv = sum(c.advisory and c.passed is False for c in self.checks)
         lines = [
@@ -408,8 +412,10 @@ class ValidationReport:
             f"reference {self.reference or '-'}, budget {self.budget}, seed {self.seed}): "
             f"{'PASSED' if self.passed else 'FAILED'}",
             *self._summary_lines(),
-            f"{len(self.checks)} checks: {len(self.checks) - n_fail - n_na - n_adv} passed, {n_fail} failed, "
-            f"{n_adv} advisory notes, {n_na} not applicable/inconclusive; {self.elapsed_s:.1f} s",
+            f"{len(self.checks)} checks: {len(self.checks) - n_fail - n_diff - n_na - n_adv} passed, {n_fail} failed, "
+            + (f"{n_diff} differ from the reference, " if n_diff else "")
+            + f"{n_adv} advisory {'note' if n_adv == 1 else 'notes'} failed, {n_na} not applicable/inconclusive; "
+            f"{self.elapsed_s:.1f} s",
         ]
         headers = ["status", "category", "check", "statistic", "p-value", "N", "power", "diagnosis"]
         groups = [(t, [c for c in self.checks if c.category in cats and not c.advisory]) for t, cats in SECTIONS]
@@ -466,6 +472,11 @@ class ValidationReport:
             lines += ["", "Notes:"]
             lines += [f"- {note}" for note in self.notes]
         return "\n".join(lines)
+
+
+def _count(n: int, noun: str) -> str:
+    """``"1 check"``, ``"2 checks"``."""
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def _failed_list(fails: list[CheckResult], most: int = 3) -> str:

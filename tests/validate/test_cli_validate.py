@@ -77,3 +77,23 @@ def test_cli_help_names_match_the_harness():
 
     assert cli_validate.INTERFACES == INTERFACES
     assert (cli_validate.LEVELS, cli_validate.BUDGETS, cli_validate.CONVENTIONS) == (LEVELS, BUDGETS, CONVENTIONS)
+
+
+def test_instance_flag_reruns_a_saved_failure(capsys, tmp_path):
+    """The smallest failing case of a JSON report, saved to a file, reruns alone with --instance."""
+    always = "spectr_gbv.validate.mutants:always_accept"
+    args = ["--budget", "quick", "--no-probes", "--no-search"]
+    assert main(["validate", always, *args, "--json"]) == 1
+    spec = json.loads(capsys.readouterr().out)["smallest_failure"]["instance"]
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    assert main(["validate", always, *args, "--instance", str(tmp_path / "spec.json")]) == 1
+    out = capsys.readouterr().out
+    assert "end_to_end_law[user0]" in out and "not_lossless" in out
+    assert f"K {spec['K']}-{spec['K']}" in out  # the spec's K
+    # a plain instance JSON file takes --K; --K alone is a usage error
+    inst = tmp_path / "inst.json"
+    inst.write_text(json.dumps(spec["instance"]))
+    assert main(["validate", MDBV, *args, "--instance", str(inst), "--K", "3"]) == 0
+    assert "K 3-3" in capsys.readouterr().out
+    assert main(["validate", MDBV, "--K", "3"]) == 2
+    assert main(["validate", MDBV, "--instance", str(tmp_path / "missing.json")]) == 2
