@@ -157,6 +157,9 @@ def progress(
         from tqdm import tqdm  # lazy: importing core stays light
     except ImportError:
         return NullProgress()
+    # no monitor thread: the validate harness forks worker processes while a bar is open, and a
+    # fork copies no thread but every lock a thread may hold
+    tqdm.monitor_interval = 0
     return tqdm(total=total, desc=desc, file=stream, unit=unit, leave=leave, dynamic_ncols=True)
 
 
