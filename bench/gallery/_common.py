@@ -95,3 +95,26 @@ def chain_output(drafts: np.ndarray, n_accepted: np.ndarray, next_token: np.ndar
     out[:, :L] = np.where(keep, drafts, -1)
     out[np.arange(B), n] = np.asarray(next_token, dtype=np.int64).reshape(B)
     return out
+
+
+def chain_rows_seeded(
+    one_row: Any, draft_ids: np.ndarray, draft_probs: np.ndarray, target_probs: np.ndarray, uniforms: np.ndarray | None
+) -> np.ndarray:
+    """Chain output ``int64 [B, L+1]`` (-1 padded) of ``one_row(draft [L], q [L, V], p [L+1, V]) -> list[int]``.
+
+    torch's global CPU generator is seeded with :func:`seed_from_uniforms` for the batch and
+    restored afterwards, for wrapped functions that draw their own coins from it.
+    """
+    import torch  # noqa: PLC0415 - the wrappers that need this already import torch
+
+    B, L = np.shape(draft_ids)
+    out = np.full((B, L + 1), -1, dtype=np.int64)
+    saved = torch.random.get_rng_state()
+    try:
+        torch.default_generator.manual_seed(seed_from_uniforms(uniforms))
+        for b in range(B):
+            toks = one_row(draft_ids[b], draft_probs[b], target_probs[b])
+            out[b, : len(toks)] = toks
+    finally:
+        torch.random.set_rng_state(saved)
+    return out

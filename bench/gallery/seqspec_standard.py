@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from seqspecdecod import standard_sd
 
-from bench.gallery._common import seed_from_uniforms
+from bench.gallery._common import chain_rows_seeded
 
 _ORIGINAL = standard_sd.sample_from_probs
 
@@ -89,14 +89,4 @@ def verify(
     -------
     ndarray, shape [B, L+1], int64
     """
-    B, L = np.shape(draft_ids)
-    out = np.full((B, L + 1), -1, dtype=np.int64)
-    saved = torch.random.get_rng_state()
-    try:
-        torch.default_generator.manual_seed(seed_from_uniforms(uniforms))
-        for b in range(B):
-            toks = _one_row(draft_ids[b], draft_probs[b], target_probs[b])
-            out[b, : len(toks)] = toks
-    finally:
-        torch.random.set_rng_state(saved)
-    return out
+    return chain_rows_seeded(_one_row, draft_ids, draft_probs, target_probs, uniforms)

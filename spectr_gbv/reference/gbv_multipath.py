@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -14,18 +15,20 @@ from spectr_gbv.reference.choosers import Chooser, Emission
 from spectr_gbv.reference.kernels import BlockWeights, block_verify, block_weights, power_increment
 
 
-def token_ranks(p: np.ndarray, q: np.ndarray, exact: bool) -> list[int]:
+def token_ranks(p: np.ndarray, q: np.ndarray, exact: bool, reverse_ties: bool = False) -> list[int]:
     r"""Tokens at a node sorted by :math:`\min\{1, p(v)/q(v)\}` ascending, ties by token id.
 
     Tokens with ``q(v) = 0`` get ratio 1 (they carry no draft mass, so their place does not
-    change any skewed law).
+    change any skewed law). ``reverse_ties`` orders tied tokens by descending id instead (the
+    planted tie-breaking bug of :mod:`spectr_gbv.validate.mutants.coverage_bugs`).
     """
     one: Scalar = Fraction(1) if exact else 1.0
+    sign = -1 if reverse_ties else 1
 
     def ratio(v: int) -> Scalar:
         return min(one, p[v] / q[v]) if q[v] > 0 else one
 
-    return sorted(range(len(p)), key=lambda v: (ratio(v), v))
+    return sorted(range(len(p)), key=lambda v: (ratio(v), sign * v))
 
 
 def select_path(batch: VerifyInput) -> int:
@@ -44,7 +47,7 @@ def select_path(batch: VerifyInput) -> int:
     return active[0]
 
 
-def skewed_rows(batch: VerifyInput, k: int) -> list[np.ndarray]:
+def skewed_rows(batch: VerifyInput, k: int, ranks: Callable[..., list[int]] = token_ranks) -> list[np.ndarray]:
     r"""Conditionals of the lexicographic maximum of K i.i.d. drafts along draft ``k``.
 
     At node u (depth t) with x = q(u), A = q-mass of the length-t prefixes ranked below u
@@ -59,6 +62,15 @@ def skewed_rows(batch: VerifyInput, k: int) -> list[np.ndarray]:
     :func:`~spectr_gbv.reference.kernels.power_increment` after dividing A, y, z by A + x (no
     cancellation, no under/overflow); with Fractions it is exact.
 
+    Parameters
+    ----------
+    batch : VerifyInput
+    k : int
+        The draft the rows follow.
+    ranks : callable
+        ``ranks(p_row, q_row, exact) -> token order`` at a node (default :func:`token_ranks`,
+        the order :func:`select_path` uses).
+
     Returns
     -------
     list of L arrays, shape (n,)
@@ -71,7 +83,7 @@ def skewed_rows(batch: VerifyInput, k: int) -> list[np.ndarray]:
     rows = []
     for t in range(batch.L):
         q = batch.draft_probs[k, t]
-        order = token_ranks(batch.target_probs[k, t], q, exact)
+        order = ranks(batch.target_probs[k, t], q, exact)
         scale = a_mass + x_mass if not exact else one
         below = one * 0  # y / x
         nums = [one * 0] * batch.n

@@ -21,17 +21,17 @@ chooser, so ``outcome_law`` is the exact law of their sampler.
 
 from __future__ import annotations
 
+import functools
 import math
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
-from spectr_gbv.core.numbers import Scalar
 from spectr_gbv.reference.base import VerifyInput, normalize, residual_or_fallback, validate_inputs
 from spectr_gbv.reference.choosers import Chooser, Emission
-from spectr_gbv.reference.gbv_multipath import MultiPathGreedyVerifier, _Prepared, select_path
-from spectr_gbv.reference.kernels import block_weights, power_increment
+from spectr_gbv.reference.gbv_multipath import MultiPathGreedyVerifier, _Prepared, select_path, skewed_rows, token_ranks
+from spectr_gbv.reference.kernels import block_weights
 from spectr_gbv.reference.rrs import RecursiveRejectionVerifier
 from spectr_gbv.reference.sd import SpeculativeDecodingVerifier
 from spectr_gbv.validate.mutants._inputs import Law, _check_rng, _generic_arrays, _tag
@@ -194,17 +194,6 @@ class _TiledSD(SpeculativeDecodingVerifier):
 
 
 # ============================================================================ multipath tie mismatch
-def _ranks(p: np.ndarray, q: np.ndarray, exact: bool, reverse_ties: bool) -> list[int]:
-    """Tokens by ``min(1, p/q)`` ascending (ratio 1 where q = 0), ties by id (descending if ``reverse_ties``)."""
-    one: Scalar = Fraction(1) if exact else 1.0
-
-    def ratio(v: int) -> Scalar:
-        return min(one, p[v] / q[v]) if q[v] > 0 else one
-
-    sign = -1 if reverse_ties else 1
-    return sorted(range(len(p)), key=lambda v: (ratio(v), sign * v))
-
-
 def skewed_rows_reversed_ties(batch: VerifyInput, k: int) -> list[np.ndarray]:
     r""":func:`~spectr_gbv.reference.gbv_multipath.skewed_rows` with ties among equal ratios reversed.
 
@@ -219,30 +208,7 @@ def skewed_rows_reversed_ties(batch: VerifyInput, k: int) -> list[np.ndarray]:
     -------
     list of L arrays, shape (n,)
     """
-    exact, K = batch.exact, batch.K
-    one: Scalar = Fraction(1) if exact else 1.0
-    a_mass: Scalar = one * 0
-    x_mass: Scalar = one
-    rows = []
-    for t in range(batch.L):
-        q = batch.draft_probs[k, t]
-        order = _ranks(batch.target_probs[k, t], q, exact, reverse_ties=True)
-        scale = a_mass + x_mass if not exact else one
-        below = one * 0
-        nums = [one * 0] * batch.n
-        below_of = {}
-        for v in order:
-            below_of[v] = below
-            lo = (a_mass + x_mass * below) / scale
-            z = x_mass * q[v] / scale
-            nums[v] = power_increment(lo, z, K, exact)
-            below = below + q[v]
-        total = sum(nums, one * 0) if exact else math.fsum(nums)
-        rows.append(np.asarray([v / total for v in nums], dtype=object if exact else np.float64))
-        x_tok = int(batch.drafts[k, t])
-        a_mass = a_mass + x_mass * below_of[x_tok]
-        x_mass = x_mass * q[x_tok]
-    return rows
+    return skewed_rows(batch, k, ranks=functools.partial(token_ranks, reverse_ties=True))
 
 
 class _TieMismatchMultipath(MultiPathGreedyVerifier):
