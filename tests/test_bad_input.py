@@ -11,23 +11,34 @@ blocking the suite.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import importlib.util
+import io
+import json
 import math
+import os
+import shutil
 import signal
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from fractions import Fraction as F
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from spectr_gbv.core import Instance, TabularAR, default_instance, parse_instance, random_instance
+from spectr_gbv.core import Instance, TabularAR, default_instance, load_instance, parse_instance, random_instance
+from spectr_gbv.core.instance import MAX_INSTANCE_BYTES, DuplicateKeyError, InstanceTooLargeError
 from spectr_gbv.reference import get_verifier, iteration_inputs
+from spectr_gbv.reference.registry import check_method
 from spectr_gbv.simulate.exact import EnumerationTooLargeError, simulate_exact, validity_defect
 from spectr_gbv.simulate.monte_carlo import g_test_power, iterations_for_power, monte_carlo
 from spectr_gbv.theory import bounds, lp
+from spectr_gbv.theory.table import bound_table
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 HAS_TRANSFORMERS = HAS_TORCH and importlib.util.find_spec("transformers") is not None
@@ -47,6 +58,13 @@ CLASSES: tuple[str, ...] = (
     "id_out_of_range",
     "fp16",
     "wrong_type",
+    "too_large",
+    "duplicate_key",
+    "bad_file",
+    "bad_seed",
+    "bad_parameter",
+    "control_chars",
+    "huge_number",
 )
 
 NAN, INF = float("nan"), float("inf")
@@ -74,7 +92,7 @@ class Case:
     cls: str
     what: str
     call: Callable[[], Any]
-    expect: Raises | Result
+    expect: Raises | Result | Message
     needs: str | None = None  # "torch" or "transformers"
     xfail: str | None = None  # reason, when the package misbehaves
     timeout: float = 20.0
@@ -102,6 +120,18 @@ def time_limit(seconds: float) -> Iterator[None]:
 
 def err(*names: str, exc: Any = ValueError) -> Raises:
     return Raises(exc, names)
+
+
+@dataclass(frozen=True)
+class Message:
+    """The call must raise ``exc`` with exactly ``text`` as its message (the issue-14 classes)."""
+
+    exc: type[BaseException] | tuple[type[BaseException], ...]
+    text: str
+
+
+def msg(text: str, exc: Any = ValueError) -> Message:
+    return Message(exc, text)
 
 
 def ok(check: Callable[[Any], None]) -> Result:
@@ -628,9 +658,18 @@ SIMULATE = [
     Case(
         "simulate_exact",
         "K_huge",
-        "num_drafts 5000",
-        lambda: simulate_exact(INST, "mdbv", 5000),
+        "num_drafts 5000, tuple path",
+        lambda: simulate_exact(INST, "mdbv", 5000, fast=False),
         err("K=5000", "exceed the limit", exc=EnumerationTooLargeError),
+    ),
+    Case(
+        "simulate_exact",
+        "K_huge",
+        "num_drafts 5000, draft-tree path",
+        lambda: simulate_exact(INST, "rrs", 5000),
+        err(
+            "K=5000", "exceed the limit 200000; the draft_tree path would need over 10^18", exc=EnumerationTooLargeError
+        ),
     ),
     Case("simulate_exact", "wrong_type", "method given as an int", lambda: simulate_exact(INST, 3, 2), err("method")),
     Case(
@@ -708,6 +747,700 @@ SIMULATE = [
         lambda: iterations_for_power(3, 1e-3, 0.0),
         err("tv"),
         timeout=3.0,
+    ),
+]
+
+
+# ---------------------------------------------------------------------------- issue 14: files and guards
+_TMP = Path(tempfile.mkdtemp(prefix="spectr_bad_input_"))
+atexit.register(shutil.rmtree, _TMP, True)
+_DEFAULT_JSON = default_instance().to_dict()
+
+
+def _file(name: str, content: str | bytes) -> str:
+    """Write ``content`` to a file of the module's temporary folder and return its path."""
+    path = _TMP / name
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content, encoding="utf-8")
+    return str(path)
+
+
+def _json_file(filename: str, **overrides: Any) -> str:
+    return _file(filename, json.dumps({**_DEFAULT_JSON, **overrides}))
+
+
+def _duplicate_key_file() -> str:
+    # a second "" in target: json's last-one-wins would change B(1) from 13/8 to 57/40
+    target = json.dumps(_DEFAULT_JSON["target"])[:-1] + ', "": ["1/4", "3/4"]}'
+    text = f'{{"name": "dup", "n": 2, "L": 2, "target": {target}, "draft": {json.dumps(_DEFAULT_JSON["draft"])}}}'
+    return _file("dup.json", text)
+
+
+def _sparse_file() -> str:
+    path = _TMP / "sparse.json"
+    with path.open("wb") as fh:
+        fh.truncate(MAX_INSTANCE_BYTES + 1)  # a sparse file: no disk used
+    return str(path)
+
+
+def _target_row(row: list[Any]) -> Any:
+    return parse_instance({**_DEFAULT_JSON, "target": {**_DEFAULT_JSON["target"], "": row}})
+
+
+def _exactly(expected: F) -> Callable[[Any], None]:
+    def check(value: Any) -> None:
+        assert isinstance(value, F) and value == expected, value
+
+    return check
+
+
+def _b1(inst: Instance) -> Any:
+    return bounds.cic_bound(inst.target, inst.draft, 1, inst.L)
+
+
+T = _TMP
+CORE_GUARDS = [
+    Case(
+        "random_instance",
+        "too_large",
+        "n = 10**6, L = 1 (10**12 entries, few rows)",
+        lambda: random_instance(10**6, 1, 0),
+        msg(
+            "n=1000000, L=1: 1000001000000 entries per table (~100.0 TB), above MAX_RANDOM_ENTRIES=10000000 "
+            "(or MAX_RANDOM_ROWS=2000000 prefixes)"
+        ),
+        timeout=2.0,
+    ),
+    Case(
+        "random_instance",
+        "too_large",
+        "n = 16, L = 5 (17.9M entries per table, 458 s through the CLI)",
+        lambda: random_instance(16, 5, 0),
+        msg(
+            "n=16, L=5: 17895696 entries per table (~1.8 GB), above MAX_RANDOM_ENTRIES=10000000 "
+            "(or MAX_RANDOM_ROWS=2000000 prefixes)"
+        ),
+        timeout=2.0,
+    ),
+    Case(
+        "random_instance",
+        "too_large",
+        "L = 10**9 (the count itself must not be built)",
+        lambda: random_instance(2, 10**9, 0),
+        msg(
+            "n=2, L=1000000000: over 4.6e18 entries per table (~461168601.8 TB), above MAX_RANDOM_ENTRIES=10000000 "
+            "(or MAX_RANDOM_ROWS=2000000 prefixes)"
+        ),
+        timeout=2.0,
+    ),
+    Case(
+        "random_instance",
+        "nan",
+        "zero_prob = nan (behaved as 0)",
+        lambda: random_instance(2, 2, 0, zero_prob=NAN),
+        msg("zero_prob must be a number in [0, 1], got nan"),
+    ),
+    Case(
+        "random_instance",
+        "bad_parameter",
+        "zero_prob = 1.5",
+        lambda: random_instance(2, 2, 0, zero_prob=1.5),
+        msg("zero_prob must be a number in [0, 1], got 1.5"),
+    ),
+    Case(
+        "random_instance",
+        "bad_seed",
+        "seed = -1 (numpy's message)",
+        lambda: random_instance(2, 2, -1),
+        msg("seed must be an int >= 0 or None, got -1"),
+    ),
+    Case(
+        "random_instance",
+        "bad_seed",
+        "seed = '0'",
+        lambda: random_instance(2, 2, "0"),
+        msg("seed must be an int >= 0 or None, got '0'"),
+    ),
+    Case(
+        "random_instance",
+        "bad_seed",
+        "seed = 1.5",
+        lambda: random_instance(2, 2, 1.5),
+        msg("seed must be an int >= 0 or None, got 1.5"),
+    ),
+    Case(
+        "random_instance",
+        "bad_parameter",
+        "concentration = -1 (numpy's message)",
+        lambda: random_instance(2, 2, 0, concentration=-1),
+        msg("concentration must be a finite number > 0, got -1"),
+    ),
+    Case(
+        "random_instance",
+        "inf",
+        "concentration = inf",
+        lambda: random_instance(2, 2, 0, concentration=INF),
+        msg("concentration must be a finite number > 0, got inf"),
+    ),
+    Case(
+        "random_instance",
+        "L_huge",
+        "depth below L",
+        lambda: random_instance(2, 2, 0, depth=1),
+        msg("depth must be an int >= L = 2, got 1"),
+    ),
+    Case(
+        "TabularAR.random",
+        "bad_seed",
+        "seed = -1",
+        lambda: TabularAR.random(2, 1, -1),
+        msg("seed must be an int >= 0 or None, got -1"),
+    ),
+    Case(
+        "load_instance",
+        "duplicate_key",
+        'a second "" in target (silently changed B(1) from 13/8 to 57/40)',
+        lambda: load_instance(_duplicate_key_file()),
+        msg(f'instance: {T}/dup.json: duplicate key ""', exc=DuplicateKeyError),
+    ),
+    Case(
+        "load_instance",
+        "bad_file",
+        "/dev/zero (raw MemoryError)",
+        lambda: load_instance("/dev/zero"),
+        msg(
+            f"instance: /dev/zero has over {MAX_INSTANCE_BYTES} bytes, above MAX_INSTANCE_BYTES={MAX_INSTANCE_BYTES}",
+            exc=InstanceTooLargeError,
+        ),
+        timeout=5.0,
+    ),
+    Case(
+        "load_instance",
+        "too_large",
+        "a file one byte over MAX_INSTANCE_BYTES",
+        lambda: load_instance(_sparse_file()),
+        msg(
+            f"instance: {T}/sparse.json has {MAX_INSTANCE_BYTES + 1} bytes, above "
+            f"MAX_INSTANCE_BYTES={MAX_INSTANCE_BYTES}",
+            exc=InstanceTooLargeError,
+        ),
+    ),
+    Case(
+        "load_instance",
+        "bad_file",
+        "a binary file (UnicodeDecodeError without the file name)",
+        lambda: load_instance(_file("bin.json", b"\xff\xfe\x00\x01")),
+        msg(f"instance: {T}/bin.json is not UTF-8 text (byte 0xff at offset 0)"),
+    ),
+    Case(
+        "load_instance",
+        "bad_file",
+        "a directory",
+        lambda: load_instance(T),
+        msg(f"instance: cannot read {T}: it is a directory"),
+    ),
+    Case(
+        "load_instance",
+        "bad_file",
+        "an empty file",
+        lambda: load_instance(_file("empty.json", "")),
+        msg(f"instance: {T}/empty.json is not valid JSON (Expecting value: line 1 column 1 (char 0))"),
+    ),
+    Case(
+        "load_instance",
+        "bad_file",
+        "a path with a NUL byte",
+        lambda: load_instance("a\x00b.json"),
+        msg("instance: cannot read a\\x00b.json: embedded null byte"),
+    ),
+    Case(
+        "load_instance",
+        "control_chars",
+        "a missing non-UTF-8 path with an escape (surrogates, ANSI)",
+        lambda: load_instance(os.fsdecode(b"/nonexistent/\xff\x1b[31m.json")),
+        msg("instance: cannot read /nonexistent/\\udcff\\x1b[31m.json: No such file or directory"),
+    ),
+    Case(
+        "load_instance",
+        "bad_file",
+        "a JSON array at the top level",
+        lambda: load_instance(_file("array.json", "[1, 2]")),
+        msg(f"instance: top level must be a JSON object (in {T}/array.json)"),
+    ),
+    Case(
+        "load_instance",
+        "bad_file",
+        "100000 nested arrays (RecursionError)",
+        lambda: load_instance(_file("deep.json", "[" * 100000 + "]" * 100000)),
+        msg(
+            f"instance: {T}/deep.json is not a usable JSON instance (maximum recursion depth exceeded while "
+            "decoding a JSON array from a unicode string)"
+        ),
+    ),
+    Case(
+        "load_instance",
+        "nan",
+        "NaN literal in the file",
+        lambda: load_instance(_json_file("nan.json", target={**_DEFAULT_JSON["target"], "": [NAN, 1.0]})),
+        msg(f"target prefix (): probability nan is not finite (in {T}/nan.json)"),
+    ),
+    Case(
+        "load_instance",
+        "inf",
+        "Infinity literal in the file",
+        lambda: load_instance(_json_file("inf.json", target={**_DEFAULT_JSON["target"], "": [INF, 0.0]})),
+        msg(f"target prefix (): probability inf is not finite (in {T}/inf.json)"),
+    ),
+    Case(
+        "load_instance",
+        "huge_number",
+        "n with 5000 digits (int max-str-digits ValueError)",
+        lambda: load_instance(_file("hugeint.json", json.dumps(_DEFAULT_JSON).replace('"n": 2', '"n": ' + "9" * 5000))),
+        msg(
+            f"instance: {T}/hugeint.json is not a usable JSON instance (Exceeds the limit (4300 digits) for integer "
+            "string conversion: value has 5000 digits; use sys.set_int_max_str_digits() to increase the limit)"
+        ),
+    ),
+    Case(
+        "load_instance",
+        "L_huge",
+        "L = 10**9 in the file (the row count itself hung)",
+        lambda: load_instance(_json_file("Lhuge.json", L=10**9)),
+        msg(f"instance: n=2, L=1000000000 needs over 4.6e18 rows per model (limit 2000000) (in {T}/Lhuge.json)"),
+        timeout=2.0,
+    ),
+    Case(
+        "load_instance",
+        "control_chars",
+        "a name with ANSI escapes and a carriage return (escaped at load)",
+        lambda: load_instance(_json_file("ansi.json", name="evil\x1b[2J\x1b[31mred\r")).name,
+        ok(_equals("evil\\x1b[2J\\x1b[31mred\\r")),
+    ),
+    Case(
+        "load_instance",
+        "control_chars",
+        "a Unicode name (kept as is)",
+        lambda: load_instance(_json_file("uni.json", name="θ-数-instance")).name,
+        ok(_equals("θ-数-instance")),
+    ),
+    Case(
+        "parse_instance",
+        "wrong_type",
+        "a name given as an int (used as its str)",
+        lambda: parse_instance({**_DEFAULT_JSON, "name": 123}).name,
+        ok(_equals("123")),
+    ),
+    Case(
+        "parse_instance",
+        "wrong_type",
+        "L given as the float 2.0",
+        lambda: parse_instance({**_DEFAULT_JSON, "L": 2.0}),
+        msg("instance: L must be an int >= 1, got 2.0"),
+    ),
+    Case(
+        "parse_instance",
+        "id_out_of_range",
+        'probability "1/0"',
+        lambda: _target_row(["1/0", "1"]),
+        msg("target prefix (): cannot parse probability '1/0'"),
+    ),
+    Case(
+        "parse_instance",
+        "too_large",
+        'probability "1e-99999999" (a 10**8-digit integer)',
+        lambda: _target_row(["1e-99999999", "1"]),
+        msg("target prefix (): probability '1e-99999999' has an exponent beyond +-1000"),
+        timeout=2.0,
+    ),
+    Case(
+        "parse_instance",
+        "too_large",
+        "a probability string of 303 characters",
+        lambda: _target_row(["1/2" + " " * 300, "1/2"]),
+        msg("target prefix (): probability string of 303 characters (limit 200)"),
+    ),
+    Case(
+        "parse_instance",
+        "wrong_type",
+        "booleans as probabilities",
+        lambda: _target_row([True, False]),
+        msg("target prefix (): probability True is a bool, not a number"),
+    ),
+    Case(
+        "parse_instance",
+        "unnormalised",
+        'an entry "3/2" above 1 (with "-1/2")',
+        lambda: _target_row(["3/2", "-1/2"]),
+        msg("target prefix (): probability '3/2' is above 1"),
+    ),
+    Case(
+        "parse_instance",
+        "huge_number",
+        "an int entry 10**400",
+        lambda: _target_row([10**400, 0]),
+        msg("target prefix (): probability (an int of 1329 bits) is above 1"),
+    ),
+    Case(
+        "parse_instance",
+        "wrong_type",
+        'numbers as strings ("0.25", " 3/4 ") are exact',
+        lambda: _b1(_target_row(["0.25", " 3/4 "])),
+        ok(lambda v: (isinstance(v, F), v == _b1(_target_row([F(1, 4), F(3, 4)])))[0]),
+    ),
+    Case(
+        "Instance",
+        "L_huge",
+        "a draft table too shallow for L",
+        lambda: Instance(P, Q.truncate(0), 2),
+        msg("draft needs laws at prefixes of length 0..L-1=1; it has depth 0"),
+    ),
+]
+
+THEORY_GUARDS = [
+    Case(
+        "bound_table",
+        "K_zero",
+        "K list with a 0 (checked before any work)",
+        lambda: bound_table(INST, [1, 0], with_lp=False),
+        msg("num_drafts (K) must be an int in 1..10000, got 0"),
+    ),
+    Case(
+        "bound_table",
+        "wrong_type",
+        "K = True",
+        lambda: bound_table(INST, [True], with_lp=False),
+        msg("num_drafts (K) must be an int in 1..10000, got True"),
+    ),
+    Case(
+        "bound_table",
+        "fp16",
+        "shared per-level sums equal the bound functions (float instance)",
+        lambda: bound_table(FLOAT, [1, 3], with_lp=False)[1].cic_bound,
+        ok(_equals(bounds.cic_bound(FLOAT.target, FLOAT.draft, 3, 2))),
+    ),
+]
+
+REFERENCE_GUARDS = [
+    Case(
+        "get_verifier",
+        "wrong_type",
+        "name = ['sd'] (unhashable type: 'list')",
+        lambda: get_verifier(["sd"]),  # type: ignore[arg-type]
+        msg("name must be a method name (a str), got list ['sd']", exc=TypeError),
+    ),
+    Case(
+        "get_verifier",
+        "wrong_type",
+        "name = None",
+        lambda: get_verifier(None),  # type: ignore[arg-type]
+        msg("name must be a method name (a str), got NoneType None", exc=TypeError),
+    ),
+    Case(
+        "check_method",
+        "wrong_type",
+        "name = 3",
+        lambda: check_method(3),  # type: ignore[arg-type]
+        msg("name must be a method name (a str), got int 3", exc=TypeError),
+    ),
+]
+
+SIMULATE_GUARDS = [
+    Case(
+        "simulate_exact",
+        "too_large",
+        "n = 300, L = 1, rrs K = 2: ~12 min of structured kernels (ran 10+ min silently)",
+        lambda: simulate_exact(_n300(), "rrs", 2),
+        msg(
+            "n=300, L=1, K=2: the draft_tree path needs 59780 kernel evaluations x K x (L+1) x n = 71736000 units "
+            "of kernel work (about 12 min), above max_work=10000000",
+            exc=EnumerationTooLargeError,
+        ),
+        timeout=10.0,
+    ),
+    Case(
+        "simulate_exact",
+        "too_large",
+        "n = 300, L = 1, mdbv K = 2 on the tuple path (59536 tuples, under MAX_DRAFT_TUPLES)",
+        lambda: simulate_exact(_n300(), "mdbv", 2, fast=False),
+        msg(
+            "n=300, L=1, K=2: 59536 kernels (over 59536 ordered draft tuples) x K x (L+1) x n = 71443200 units of "
+            "kernel work (about 12 min), above max_work=10000000",
+            exc=EnumerationTooLargeError,
+        ),
+        timeout=20.0,
+    ),
+    Case(
+        "simulate_exact",
+        "K_huge",
+        "K = 10**9 on the tuple path (m**K itself hung)",
+        lambda: simulate_exact(INST, "mdbv", 10**9, fast=False),
+        msg(
+            "n=2, L=2, K=1000000000: over 10^18 ordered draft tuples over 4 drafts of positive probability exceed "
+            "the limit 200000",
+            exc=EnumerationTooLargeError,
+        ),
+        timeout=2.0,
+    ),
+    Case(
+        "simulate_exact",
+        "K_huge",
+        "K = 10**9, ar (selected_draft path: 4 kernels on 10**9 copies)",
+        lambda: simulate_exact(INST, "ar", 10**9),
+        msg(
+            "n=2, L=2, K=1000000000: the selected_draft path needs 4 kernel evaluations x K x (L+1) x n = "
+            "24000000000 units of kernel work (about 4000 min), above max_work=10000000",
+            exc=EnumerationTooLargeError,
+        ),
+        timeout=2.0,
+    ),
+    Case(
+        "simulate_exact",
+        "K_huge",
+        "K = 10**9, ar multisets on the tuple path",
+        lambda: simulate_exact(INST, "ar", 10**9, fast=False),
+        msg(
+            "n=2, L=2, K=1000000000: over 10^18 draft multisets over 4 drafts of positive probability exceed "
+            "the limit 200000",
+            exc=EnumerationTooLargeError,
+        ),
+        timeout=2.0,
+    ),
+    Case(
+        "simulate_exact",
+        "wrong_type",
+        "num_drafts = True",
+        lambda: simulate_exact(INST, "mdbv", True),
+        msg("num_drafts (K) must be an int >= 1, got True"),
+    ),
+    Case(
+        "monte_carlo",
+        "bad_seed",
+        "seed = -1 (numpy's message)",
+        lambda: monte_carlo(INST, "sd", 1, 100, seed=-1),
+        msg("seed must be an int >= 0 or None, got -1"),
+    ),
+    Case(
+        "monte_carlo",
+        "bad_seed",
+        "seed = '0'",
+        lambda: monte_carlo(INST, "sd", 1, 100, seed="0"),
+        msg("seed must be an int >= 0 or None, got '0'"),
+    ),
+    Case(
+        "monte_carlo",
+        "bad_seed",
+        "seed = 1.5",
+        lambda: monte_carlo(INST, "sd", 1, 100, seed=1.5),
+        msg("seed must be an int >= 0 or None, got 1.5"),
+    ),
+    Case(
+        "monte_carlo",
+        "wrong_type",
+        "instance given as a dict",
+        lambda: monte_carlo({}, "sd", 1, 100),  # type: ignore[arg-type]
+        msg("instance: expected an Instance, got dict", exc=TypeError),
+    ),
+]
+
+
+_N300: list[Instance] = []
+
+
+def _n300() -> Instance:
+    """The n = 300, L = 1 exact instance of issue 14, built on first use (~1.5 s)."""
+    if not _N300:
+        _N300.append(random_instance(300, 1, 0))
+    return _N300[0]
+
+
+# ---------------------------------------------------------------------------- cli
+def _cli(*argv: str) -> tuple[int, str]:
+    """Run ``spectr-gbv argv``; return the exit status and the last line of stderr (or of stdout's first)."""
+    from spectr_gbv.cli.main import main
+
+    err, out = io.StringIO(), io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+            rc = main(list(argv))
+    except SystemExit as exc:  # argparse's own errors
+        rc = int(exc.code or 0)
+    lines = err.getvalue().strip().splitlines() or out.getvalue().splitlines()[:1]
+    return rc, lines[-1] if lines else ""
+
+
+def _cli_case(what: str, cls: str, argv: list[str], expected: tuple[int, str], timeout: float = 20.0) -> Case:
+    return Case(f"cli.{argv[0]}", cls, what, lambda: _cli(*argv), ok(_equals(expected)), timeout=timeout)
+
+
+def _usage(command: str, text: str) -> tuple[int, str]:
+    return 2, f"spectr-gbv {command}: error: {text}"
+
+
+CLI = [
+    _cli_case(
+        "--K 1-3000000000 (expanded before its bounds check: MemoryError)",
+        "too_large",
+        ["bound", "--K", "1-3000000000", "--no-lp"],
+        _usage("bound", "--K values must lie in 1..64, got '1-3000000000'"),
+        timeout=2.0,
+    ),
+    _cli_case(
+        "--K 1-100000000 (4 GB for 29 s)",
+        "too_large",
+        ["simulate", "--K", "1-100000000"],
+        _usage("simulate", "--K values must lie in 1..8, got '1-100000000'"),
+        timeout=2.0,
+    ),
+    _cli_case("--K 0", "K_zero", ["bound", "--K", "0"], _usage("bound", "--K values must lie in 1..64, got '0'")),
+    _cli_case(
+        "--K 2-1",
+        "K_zero",
+        ["bound", "--K", "2-1"],
+        _usage("bound", "--K range '2-1' is empty: write it low-high (e.g. 1-4)"),
+    ),
+    _cli_case(
+        "--K 1,,2",
+        "wrong_type",
+        ["bound", "--K", "1,,2"],
+        _usage("bound", "--K expects comma-separated ints (e.g. 1,2,3 or 1-4), got '1,,2'"),
+    ),
+    _cli_case(
+        "--K -1",
+        "negative",
+        ["bound", "--K", "-1"],
+        _usage("bound", "--K expects comma-separated ints (e.g. 1,2,3 or 1-4), got '-1'"),
+    ),
+    _cli_case(
+        "--random 16,5,0 --no-lp (458 s, 3.7 GB)",
+        "too_large",
+        ["bound", "--random", "16,5,0", "--no-lp"],
+        _usage(
+            "bound",
+            "--random 16,5,0: n=16, L=5 needs 35791392 exact table entries for p and q (~3.6 GB, ~429 s to draw), "
+            "above the --random limit 2500000 (e.g. n=16, L=4 or n=2, L=18)",
+        ),
+        timeout=2.0,
+    ),
+    _cli_case(
+        "--random 3,3",
+        "wrong_shape",
+        ["bound", "--random", "3,3"],
+        _usage("bound", "--random expects n,L,seed[,zero_prob] (ints, then a float), got '3,3'"),
+    ),
+    _cli_case(
+        "--random 2,2,-1",
+        "bad_seed",
+        ["bound", "--random", "2,2,-1"],
+        _usage("bound", "seed must be an int >= 0 or None, got -1"),
+    ),
+    _cli_case(
+        "--random 2,2,0,nan",
+        "nan",
+        ["bound", "--random", "2,2,0,nan"],
+        _usage("bound", "--random: need n >= 1, L >= 1, 0 <= zero_prob < 1; got '2,2,0,nan'"),
+    ),
+    _cli_case(
+        "--random 2,0,0",
+        "L_zero",
+        ["bound", "--random", "2,0,0"],
+        _usage("bound", "--random: need n >= 1, L >= 1, 0 <= zero_prob < 1; got '2,0,0'"),
+    ),
+    _cli_case(
+        "--random '' (silently the default instance)",
+        "wrong_type",
+        ["bound", "--random", ""],
+        _usage("bound", "--random expects n,L,seed[,zero_prob] (ints, then a float), got ''"),
+    ),
+    _cli_case(
+        "--instance '' (silently the default instance)",
+        "bad_file",
+        ["bound", "--instance", ""],
+        _usage("bound", "--instance: the path is empty"),
+    ),
+    _cli_case(
+        "--instance /dev/zero (raw MemoryError)",
+        "bad_file",
+        ["bound", "--instance", "/dev/zero"],
+        _usage(
+            "bound",
+            f"instance: /dev/zero has over {MAX_INSTANCE_BYTES} bytes, above MAX_INSTANCE_BYTES={MAX_INSTANCE_BYTES}",
+        ),
+        timeout=5.0,
+    ),
+    _cli_case(
+        "--instance a directory",
+        "bad_file",
+        ["bound", "--instance", str(T)],
+        _usage("bound", f"instance: cannot read {T}: it is a directory"),
+    ),
+    Case(
+        "cli.bound",
+        "duplicate_key",
+        "--instance with a duplicate key",
+        lambda: _cli("bound", "--instance", _duplicate_key_file()),
+        ok(_equals(_usage("bound", f'instance: {T}/dup.json: duplicate key ""'))),
+    ),
+    Case(
+        "cli.bound",
+        "control_chars",
+        "--instance whose name holds ANSI escapes (printed raw)",
+        lambda: _cli("bound", "--instance", _json_file("ansi.json", name="evil\x1b[2J\x1b[31mred\r"), "--no-lp"),
+        ok(_equals((0, "Instance: evil\\x1b[2J\\x1b[31mred\\r  (n=2, L=2, exact)"))),
+    ),
+    _cli_case(
+        "--samples 0",
+        "K_zero",
+        ["simulate", "--samples", "0"],
+        _usage("simulate", "--samples must be >= 100, got 0"),
+    ),
+    _cli_case(
+        "--samples -1",
+        "negative",
+        ["simulate", "--samples", "-1"],
+        _usage("simulate", "--samples must be >= 100, got -1"),
+    ),
+    _cli_case(
+        "--samples 1e9 (argparse's int check)",
+        "wrong_type",
+        ["simulate", "--samples", "1e9"],
+        _usage("simulate", "argument --samples: invalid int value: '1e9'"),
+    ),
+    _cli_case(
+        "--samples 10**10 (refused before sampling)",
+        "too_large",
+        ["simulate", "--samples", "10000000000", "--methods", "sd", "--K", "1"],
+        _usage(
+            "simulate",
+            "num_drafts (K) = 1 x L = 2 x num_iterations = 10000000000 draft tokens exceed MAX_DRAFT_TOKENS = 50000000",
+        ),
+        timeout=2.0,
+    ),
+    _cli_case(
+        "--samples 100 --seed -1",
+        "bad_seed",
+        ["simulate", "--samples", "100", "--seed", "-1"],
+        _usage("simulate", "seed must be an int >= 0 or None, got -1"),
+    ),
+    _cli_case(
+        "--seed without --samples",
+        "bad_seed",
+        ["simulate", "--seed", "3"],
+        _usage("simulate", "--seed only applies with --samples (Monte Carlo)"),
+    ),
+    _cli_case(
+        "--methods ','",
+        "wrong_type",
+        ["simulate", "--methods", ","],
+        _usage("simulate", "--methods is empty"),
+    ),
+    _cli_case(
+        "report --K 1-3000000000",
+        "too_large",
+        ["report", "--K", "1-3000000000"],
+        _usage("report", "--K values must lie in 1..8, got '1-3000000000'"),
+        timeout=2.0,
     ),
 ]
 
@@ -1035,7 +1768,8 @@ VALIDATE = [
     ),
 ]
 
-ALL_CASES = CORE + THEORY + REFERENCE + SIMULATE + GPU + VALIDATE
+ALL_CASES = CORE + CORE_GUARDS + THEORY + THEORY_GUARDS + REFERENCE + REFERENCE_GUARDS + SIMULATE
+ALL_CASES += SIMULATE_GUARDS + CLI + GPU + VALIDATE
 
 
 def _param(case: Case) -> Any:
@@ -1054,7 +1788,11 @@ def _param(case: Case) -> Any:
 def test_bad_input(case: Case) -> None:
     """One entry point, one bad input: the documented error naming the argument, or the correct result."""
     with time_limit(case.timeout):
-        if isinstance(case.expect, Raises):
+        if isinstance(case.expect, Message):
+            with pytest.raises(case.expect.exc) as info:
+                case.call()
+            assert str(info.value) == case.expect.text
+        elif isinstance(case.expect, Raises):
             with pytest.raises(case.expect.exc) as info:
                 case.call()
             message = str(info.value)
@@ -1072,5 +1810,32 @@ def test_every_class_is_tried() -> None:
         assert case.cls in tried, f"case {case.what!r} has an unknown class {case.cls!r}"
         tried[case.cls].add(case.entry.split(".")[0])
     assert all(tried.values()), [c for c, e in tried.items() if not e]
-    assert len(CLASSES) == 13
-    assert len(ALL_CASES) >= 150
+    assert len(CLASSES) == 20
+    assert len(ALL_CASES) >= 200
+
+
+class _FakeTTY(io.StringIO):
+    """A text stream that says it is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_long_tuple_path_shows_a_progress_bar_with_an_eta(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run allowed by the work guard but above PROGRESS_MIN_WORK draws a tqdm bar (with its ETA) on a terminal."""
+    from spectr_gbv.core.progress import QUIET_ENV, set_quiet
+    from spectr_gbv.simulate.exact import PROGRESS_MIN_WORK
+
+    inst = random_instance(40, 1, 0, exact=False)
+    monkeypatch.delenv(QUIET_ENV, raising=False)
+    stream = _FakeTTY()
+    monkeypatch.setattr("sys.stderr", stream)
+    previous = set_quiet(False)
+    try:
+        res = simulate_exact(inst, "mdbv", 2)
+    finally:
+        set_quiet(previous)
+    assert res.enumeration == "ordered" and res.num_kernels < 2000
+    assert res.num_kernels * 2 * 2 * 40 >= PROGRESS_MIN_WORK  # shown for its work, not its kernel count
+    shown = stream.getvalue()
+    assert "mdbv K=2" in shown and f"/{res.num_kernels}" in shown and "<" in shown  # tqdm's [elapsed<ETA]

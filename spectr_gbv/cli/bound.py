@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 
 from spectr_gbv.cli.common import UsageError, parse_ks, print_json, render_table, resolve_instance
-from spectr_gbv.core.numbers import display_value, json_value
 
 
 def run(args: argparse.Namespace) -> int:
     """Execute ``bound``; returns the exit status."""
+    from spectr_gbv.core.numbers import display_value, json_value
     from spectr_gbv.theory.bounds import cic_limit, draft_covers_target
     from spectr_gbv.theory.lp import LPTooLargeError
     from spectr_gbv.theory.table import bound_table
@@ -19,7 +19,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         rows = bound_table(inst, ks, with_lp=not args.no_lp)
     except LPTooLargeError as exc:
-        raise UsageError(f"instance too large for the LPs ({exc}); rerun with --no-lp") from exc
+        raise UsageError(f"instance too large for the LPs: {exc}") from exc
     limit = cic_limit(inst.target, inst.draft, inst.L)
     covers = draft_covers_target(inst.target, inst.draft, inst.L)
     if args.json:

@@ -5,9 +5,19 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from spectr_gbv.core.instance import Instance, default_instance, load_instance, random_instance
+if TYPE_CHECKING:
+    from spectr_gbv.core.instance import Instance
+
+
+#: Largest number of exact table entries (both models, prefixes of length 0..L) ``--random``
+#: draws: about 40 s to draw and 0.2 GB (n = 16, L = 4 fits; n = 16, L = 5 would need 36M
+#: entries, 3.6 GB and 7 minutes, and is refused).
+MAX_RANDOM_CLI_ENTRIES = 2_500_000
+
+#: Most K values a ``--K`` list may name (ranges count every value they expand to).
+MAX_K_VALUES = 64
 
 
 class UsageError(Exception):
@@ -37,10 +47,14 @@ def resolve_instance(args: argparse.Namespace) -> Instance:
     UsageError
         Unreadable or invalid instance, malformed ``--random``.
     """
+    from spectr_gbv.core.instance import default_instance, load_instance, random_instance
+
     try:
-        if getattr(args, "instance", None):
+        if getattr(args, "instance", None) is not None:
+            if not args.instance:
+                raise UsageError("--instance: the path is empty")
             return load_instance(args.instance)
-        if getattr(args, "random", None):
+        if getattr(args, "random", None) is not None:
             parts = args.random.split(",")
             usage = f"--random expects n,L,seed[,zero_prob] (ints, then a float), got {args.random!r}"
             if len(parts) not in (3, 4):
@@ -50,8 +64,18 @@ def resolve_instance(args: argparse.Namespace) -> Instance:
                 zero_prob = float(parts[3]) if len(parts) == 4 else 0.0
             except ValueError as exc:
                 raise UsageError(usage) from exc
-            if n < 1 or n > 16 or L < 1 or L > 8 or not 0 <= zero_prob < 1:
-                raise UsageError(f"--random: need 1 <= n <= 16, 1 <= L <= 8, 0 <= zero_prob < 1; got {args.random!r}")
+            if n < 1 or L < 1 or not 0 <= zero_prob < 1:
+                raise UsageError(f"--random: need n >= 1, L >= 1, 0 <= zero_prob < 1; got {args.random!r}")
+            from spectr_gbv.core.tabular import ENTRY_BYTES, format_bytes, table_entries
+
+            entries = 2 * table_entries(n, L)
+            if entries > MAX_RANDOM_CLI_ENTRIES:
+                count = str(entries) if entries < 2**62 else "over 10^18"
+                raise UsageError(
+                    f"--random {args.random}: n={n}, L={L} needs {count} exact table entries for p and q "
+                    f"(~{format_bytes(entries * ENTRY_BYTES)}, ~{entries * 12e-6:.0f} s to draw), above the "
+                    f"--random limit {MAX_RANDOM_CLI_ENTRIES} (e.g. n=16, L=4 or n=2, L=18)"
+                )
             return random_instance(n, L, seed, exact=True, zero_prob=zero_prob)
         return default_instance()
     except ValueError as exc:
@@ -64,9 +88,11 @@ def parse_ks(text: str, *, max_k: int = 64) -> list[int]:
     Raises
     ------
     UsageError
-        Not a list of ints, or a value outside ``1..max_k``.
+        Not a list of ints, a value outside ``1..max_k`` (a range's ends are checked before it
+        is expanded), or more than :data:`MAX_K_VALUES` values.
     """
     out: list[int] = []
+    bounds = f"--K values must lie in 1..{max_k}, got {text!r}"
     try:
         for part in text.split(","):
             part = part.strip()
@@ -74,7 +100,11 @@ def parse_ks(text: str, *, max_k: int = 64) -> list[int]:
                 lo, hi = (int(x) for x in part.split("-", 1))
                 if hi < lo:
                     raise UsageError(f"--K range {part!r} is empty: write it low-high (e.g. 1-4)")
+                if not 1 <= lo <= max_k or not 1 <= hi <= max_k:  # check before expanding the range
+                    raise UsageError(bounds)
                 out.extend(range(lo, hi + 1))
+                if len(out) > MAX_K_VALUES:
+                    raise UsageError(f"--K names more than {MAX_K_VALUES} values, got {text!r}")
             elif part:
                 out.append(int(part))
             else:
@@ -82,7 +112,9 @@ def parse_ks(text: str, *, max_k: int = 64) -> list[int]:
     except ValueError as exc:
         raise UsageError(f"--K expects comma-separated ints (e.g. 1,2,3 or 1-4), got {text!r}") from exc
     if not out or any(not 1 <= k <= max_k for k in out):
-        raise UsageError(f"--K values must lie in 1..{max_k}, got {text!r}")
+        raise UsageError(bounds)
+    if len(out) > MAX_K_VALUES:
+        raise UsageError(f"--K names more than {MAX_K_VALUES} values, got {text!r}")
     return out
 
 

@@ -14,7 +14,6 @@ from spectr_gbv.cli.common import (
     render_table,
     resolve_instance,
 )
-from spectr_gbv.core.numbers import display_value
 
 if TYPE_CHECKING:
     from spectr_gbv.simulate.report import Report
@@ -22,6 +21,7 @@ if TYPE_CHECKING:
 
 def render(rep: Report) -> str:
     """The human-readable report."""
+    from spectr_gbv.core.numbers import display_value
     from spectr_gbv.simulate.report import is_lossy_method
 
     inst = rep.instance

@@ -13,7 +13,6 @@ from spectr_gbv.cli.common import (
     render_table,
     resolve_instance,
 )
-from spectr_gbv.core.numbers import display_value, json_value
 
 if TYPE_CHECKING:
     from spectr_gbv.core.instance import Instance
@@ -78,6 +77,7 @@ def run_monte_carlo(args: argparse.Namespace, inst: Instance, methods: list[str]
 
 def run(args: argparse.Namespace) -> int:
     """Execute ``simulate``; returns the exit status."""
+    from spectr_gbv.core.numbers import display_value, json_value
     from spectr_gbv.simulate.methods import check_method, method_step, simulate_method
     from spectr_gbv.simulate.multi import multi_iteration
 

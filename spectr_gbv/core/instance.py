@@ -24,10 +24,55 @@ from typing import Any
 
 import numpy as np
 
-from spectr_gbv.core.tabular import MAX_RANDOM_ROWS, TabularAR
+from spectr_gbv.core.numbers import check_seed, printable
+from spectr_gbv.core.tabular import TabularAR, check_random_size, table_entries
 
 #: Most table rows (prefixes, all depths) :func:`parse_instance` accepts per model (tables grow as n^L).
 MAX_TABLE_ROWS = 2_000_000
+
+#: Largest instance file :func:`load_instance` reads (64 MiB); larger files and endless
+#: streams (``/dev/zero``) raise :class:`InstanceTooLargeError` before any JSON parsing.
+MAX_INSTANCE_BYTES = 64 * 2**20
+
+
+class InstanceTooLargeError(ValueError):
+    """An instance file over :data:`MAX_INSTANCE_BYTES`, refused before it is parsed."""
+
+
+class DuplicateKeyError(ValueError):
+    """A JSON object of an instance file gives the same key twice (the second would silently win)."""
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook`` of :func:`json.loads`: a dict, or DuplicateKeyError naming the key."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise DuplicateKeyError(f"duplicate key {printable(json.dumps(key))}")
+        out[key] = value
+    return out
+
+
+def _read_limited(path: Path, limit: int) -> bytes:
+    """The file's bytes, refusing more than ``limit`` (checked on the size, then while reading)."""
+    shown = printable(path)
+    try:
+        if path.is_dir():
+            raise ValueError(f"instance: cannot read {shown}: it is a directory")
+        size = path.stat().st_size
+        if size > limit:
+            raise InstanceTooLargeError(f"instance: {shown} has {size} bytes, above MAX_INSTANCE_BYTES={limit}")
+        with path.open("rb") as fh:
+            data = fh.read(limit + 1)  # devices and pipes report size 0: read at most limit + 1
+    except OSError as exc:
+        raise ValueError(f"instance: cannot read {shown}: {exc.strerror or exc}") from exc
+    except ValueError as exc:
+        if str(exc).startswith("instance:"):
+            raise
+        raise ValueError(f"instance: cannot read {shown}: {exc}") from exc  # e.g. an embedded NUL byte
+    if len(data) > limit:
+        raise InstanceTooLargeError(f"instance: {shown} has over {limit} bytes, above MAX_INSTANCE_BYTES={limit}")
+    return data
 
 
 @dataclass(frozen=True)
@@ -114,6 +159,10 @@ class Instance:
 def parse_instance(data: dict[str, Any], *, name: str | None = None) -> Instance:
     """Build an :class:`Instance` from the instance JSON object.
 
+    The label (``name``, else the object's ``"name"``) is kept with its control characters
+    written as escapes (:func:`~spectr_gbv.core.numbers.printable`), so printing it cannot
+    drive the terminal.
+
     Raises
     ------
     ValueError
@@ -127,12 +176,13 @@ def parse_instance(data: dict[str, Any], *, name: str | None = None) -> Instance
             raise ValueError(f"instance: missing field {field!r}")
     n, L = data["n"], data["L"]
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        raise ValueError(f"instance: n must be a positive int, got {n!r}")
+        raise ValueError(f"instance: n must be a positive int, got {_short(n)}")
     if not isinstance(L, int) or isinstance(L, bool) or L < 1:
-        raise ValueError(f"instance: L must be an int >= 1, got {L!r}")
-    rows = sum(n**t for t in range(L + 1))
+        raise ValueError(f"instance: L must be an int >= 1, got {_short(L)}")
+    rows = table_entries(n, L - 1) + 1  # prefixes of length 0..L
     if rows > MAX_TABLE_ROWS:
-        raise ValueError(f"instance: n={n}, L={L} needs {rows} rows per model (limit {MAX_TABLE_ROWS})")
+        count = str(rows) if rows < 2**62 else "over 4.6e18"
+        raise ValueError(f"instance: n={n}, L={L} needs {count} rows per model (limit {MAX_TABLE_ROWS})")
     models = {}
     for role in ("target", "draft"):
         laws = data[role]
@@ -140,7 +190,15 @@ def parse_instance(data: dict[str, Any], *, name: str | None = None) -> Instance
             raise ValueError(f"instance: {role} must be an object mapping prefixes to rows")
         models[role] = TabularAR(n, laws, name=role)
     label = name or str(data.get("name", "instance"))
-    return Instance(models["target"], models["draft"], L, label)
+    return Instance(models["target"], models["draft"], L, printable(label))
+
+
+def _short(value: Any) -> str:
+    """``repr(value)`` cut to 60 characters (a huge int's repr can fail or flood the terminal)."""
+    if isinstance(value, int) and abs(value).bit_length() > 160:
+        return f"an int of {abs(value).bit_length()} bits"
+    text = printable(repr(value))
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def load_instance(path: str | Path) -> Instance:
@@ -148,19 +206,38 @@ def load_instance(path: str | Path) -> Instance:
 
     Raises
     ------
+    InstanceTooLargeError
+        A file over :data:`MAX_INSTANCE_BYTES` (checked on its size and while reading, so
+        ``/dev/zero`` is refused too), before any parsing.
+    DuplicateKeyError
+        A JSON object giving a key twice (JSON's "last one wins" would change the instance
+        silently); the message names the key and the file.
     ValueError
-        Unreadable file, invalid JSON, or an invalid instance (message names the problem).
+        Unreadable file or directory, a file that is not UTF-8 text, invalid JSON, or an
+        invalid instance (the message names the file and the problem).
     """
     path = Path(path)
+    shown = printable(path)
+    raw = _read_limited(path, MAX_INSTANCE_BYTES)
     try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ValueError(f"instance: cannot read {path}: {exc.strerror or exc}") from exc
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(
+            f"instance: {shown} is not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start})"
+        ) from exc
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=_no_duplicates)
+    except DuplicateKeyError as exc:
+        raise DuplicateKeyError(f"instance: {shown}: {exc}") from exc
     except json.JSONDecodeError as exc:
-        raise ValueError(f"instance: {path} is not valid JSON ({exc})") from exc
-    return parse_instance(data, name=str(data.get("name", path.stem)) if isinstance(data, dict) else None)
+        raise ValueError(f"instance: {shown} is not valid JSON ({exc})") from exc
+    except (ValueError, RecursionError) as exc:  # e.g. an int over sys.get_int_max_str_digits()
+        raise ValueError(f"instance: {shown} is not a usable JSON instance ({printable(exc)})") from exc
+    label = data.get("name", path.stem) if isinstance(data, dict) else None
+    try:
+        return parse_instance(data, name=None if label is None else str(label))
+    except ValueError as exc:
+        raise ValueError(f"{exc} (in {shown})") from exc
 
 
 def default_instance() -> Instance:
@@ -205,15 +282,21 @@ def random_instance(
     Raises
     ------
     ValueError
-        ``n`` < 1, ``L`` < 1, or tables larger than :data:`~spectr_gbv.core.tabular.MAX_RANDOM_ROWS` rows.
+        ``n`` < 1, ``L`` < 1, ``depth`` < L, tables larger than
+        :data:`~spectr_gbv.core.tabular.MAX_RANDOM_ROWS` rows or
+        :data:`~spectr_gbv.core.tabular.MAX_RANDOM_ENTRIES` entries (checked before drawing),
+        or a bad ``seed``, ``zero_prob`` or ``concentration`` (see
+        :meth:`~spectr_gbv.core.tabular.TabularAR.random`); the message names the argument.
     """
     d = L if depth is None else depth
     if isinstance(L, bool) or not isinstance(L, int | np.integer) or L < 1:
         raise ValueError(f"L (draft length) must be an int >= 1, got {L!r}")
-    if isinstance(n, int | np.integer) and not isinstance(n, bool) and n >= 1 and isinstance(d, int | np.integer):
-        rows = sum(int(n) ** t for t in range(int(d) + 1))
-        if rows > MAX_RANDOM_ROWS:
-            raise ValueError(f"n={n}, L={L}: {rows} prefixes per table, above MAX_RANDOM_ROWS={MAX_RANDOM_ROWS}")
+    if depth is not None and (isinstance(d, bool) or not isinstance(d, int | np.integer) or d < L):
+        raise ValueError(f"depth must be an int >= L = {L}, got {depth!r}")
+    if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1:
+        raise ValueError(f"n (vocabulary size) must be an int >= 1, got {n!r}")
+    check_random_size(n, d, what="L" if depth is None else "depth")
+    seed = check_seed(seed, "seed")
     rng = np.random.default_rng(seed)
     kw = dict(exact=exact, zero_prob=zero_prob, concentration=concentration)
     target = TabularAR.random(n, d, rng, name="target", **kw)

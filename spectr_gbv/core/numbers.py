@@ -14,6 +14,7 @@ the parsing/printing of probabilities.
 from __future__ import annotations
 
 import math
+import re
 from fractions import Fraction
 from numbers import Rational, Real
 from typing import Any
@@ -25,6 +26,76 @@ import numpy as np
 FLOAT_ROW_ATOL = 1e-9
 
 Scalar = Fraction | float
+
+#: Longest probability string :func:`parse_probability` reads (``"1/3"``, ``"0.25"``, ``"1e-3"``).
+MAX_PROBABILITY_CHARS = 200
+#: Largest decimal exponent magnitude in a probability string (``"1e-400"`` is fine,
+#: ``"1e-99999999"`` would build a huge integer).
+MAX_PROBABILITY_EXPONENT = 1000
+
+_EXPONENT = re.compile(r"[eE]\s*([+-]?\d+)")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u200b-\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def printable(text: object) -> str:
+    r"""``str(text)`` with control and bidirectional-override characters written as escapes.
+
+    Terminal escapes (``\x1b[31m``), carriage returns, NUL bytes, Unicode direction overrides and
+    lone surrogates (undecodable bytes of a file name) would otherwise act on the terminal, or
+    fail, when printed; other Unicode (``"θ"``, ``"数"``) is kept.
+
+    Examples
+    --------
+    >>> printable("red\x1b[31m")
+    'red\\x1b[31m'
+    >>> printable("θ-instance")
+    'θ-instance'
+    """
+    return _CONTROL.sub(lambda m: ascii(m.group())[1:-1], str(text))
+
+
+def _short_number(value: Fraction) -> str:
+    """``str(value)``, or its size in digits when it is too long to print."""
+    if max(abs(value.numerator), value.denominator).bit_length() > 160:
+        return f"a fraction of {max(abs(value.numerator), value.denominator).bit_length()} bits"
+    return str(value)
+
+
+def check_seed(seed: Any, name: str = "seed", *, allow_generator: bool = False) -> int | None:
+    """Return ``seed`` as an int (or None) after checking it is a valid numpy seed.
+
+    Parameters
+    ----------
+    seed : int, None or numpy.random.Generator
+        An int ``>= 0`` (numpy's rule), None for fresh entropy, or, with ``allow_generator``,
+        a :class:`numpy.random.Generator` (returned unchanged).
+    name : str
+        The argument's name, used in the message.
+    allow_generator : bool
+        Accept a Generator.
+
+    Returns
+    -------
+    int, None or numpy.random.Generator
+
+    Raises
+    ------
+    ValueError
+        A negative int, or a value that is not an int (a bool, float or string); the message
+        names ``name``.
+
+    Examples
+    --------
+    >>> check_seed(3)
+    3
+    """
+    if seed is None or (allow_generator and isinstance(seed, np.random.Generator)):
+        return seed
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
+        raise ValueError(f"{name} must be an int >= 0 or None, got {seed!r}")
+    if seed < 0:
+        raise ValueError(f"{name} must be an int >= 0 or None, got {seed!r}")
+    return int(seed)
 
 
 def parse_probability(value: Any, where: str) -> Scalar:
@@ -52,6 +123,11 @@ def parse_probability(value: Any, where: str) -> Scalar:
     if isinstance(value, Rational):
         out: Scalar = Fraction(value)
     elif isinstance(value, str):
+        if len(value) > MAX_PROBABILITY_CHARS:
+            raise ValueError(f"{where}: probability string of {len(value)} characters (limit {MAX_PROBABILITY_CHARS})")
+        exponent = _EXPONENT.search(value)
+        if exponent and abs(int(exponent.group(1))) > MAX_PROBABILITY_EXPONENT:
+            raise ValueError(f"{where}: probability {value!r} has an exponent beyond +-{MAX_PROBABILITY_EXPONENT}")
         try:
             out = Fraction(value.strip())
         except (ValueError, ZeroDivisionError) as exc:
@@ -63,8 +139,19 @@ def parse_probability(value: Any, where: str) -> Scalar:
     else:
         raise ValueError(f"{where}: probability {value!r} is not a number")
     if out < 0:
-        raise ValueError(f"{where}: probability {value!r} is negative")
+        raise ValueError(f"{where}: probability {_short_value(value)} is negative")
+    if out > 1 if isinstance(out, Fraction) else out > 1 + FLOAT_ROW_ATOL:
+        raise ValueError(f"{where}: probability {_short_value(value)} is above 1")
     return out
+
+
+def _short_value(value: Any) -> str:
+    """``repr(value)``, or the size of a huge int or long string (their repr can fail or flood)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value).bit_length() > 160:
+        return f"(an int of {abs(value).bit_length()} bits)"
+    if isinstance(value, str) and len(value) > 40:
+        return repr(value[:40] + "...")
+    return repr(value)
 
 
 def check_distribution(values: Any, name: str) -> None:

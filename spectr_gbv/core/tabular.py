@@ -13,6 +13,7 @@ import itertools
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from fractions import Fraction
+from numbers import Real
 from typing import Any
 
 import numpy as np
@@ -20,10 +21,13 @@ import numpy as np
 from spectr_gbv.core.numbers import (
     FLOAT_ROW_ATOL,
     Scalar,
+    _short_number,
+    check_seed,
     parse_probability,
     sum_exact,
     to_float_array,
 )
+from spectr_gbv.core.progress import progress
 
 Prefix = tuple[int, ...]
 
@@ -57,6 +61,92 @@ def prefix_key(prefix: Prefix) -> str:
 
 #: Largest number of prefixes (rows) :meth:`TabularAR.random` draws (about 1 GB of float rows at n = 10).
 MAX_RANDOM_ROWS = 2_000_000
+
+#: Largest number of table entries (probabilities, all rows) :meth:`TabularAR.random` draws per
+#: model: about 1 GB as exact Fractions (:data:`ENTRY_BYTES`) and ~2 minutes on one core.
+MAX_RANDOM_ENTRIES = 10_000_000
+
+#: Estimated memory of one table entry while a model is built (a Fraction, its list slot and
+#: the parsed copy; measured ~100 bytes), used by the size guards' messages.
+ENTRY_BYTES = 100
+
+#: Rows drawn from which :meth:`TabularAR.random` shows a progress bar (on a terminal, unless quiet).
+PROGRESS_MIN_ROWS = 50_000
+
+
+def table_entries(n: int, depth: int, cap: int = 2**62) -> int:
+    r"""Entries of a table of laws at every prefix of length ``0..depth``: :math:`\sum_{t=0}^{depth} n^{t+1}`.
+
+    Computed by comparing logarithms first, so a huge ``depth`` (``10**9``) costs nothing.
+
+    Parameters
+    ----------
+    n : int
+        Vocabulary size, ``>= 1``.
+    depth : int
+        Largest prefix length, ``>= 0``.
+    cap : int
+        Returned instead of the count when the count exceeds it (default 2^62).
+
+    Returns
+    -------
+    int
+        ``min(count, cap)``.
+
+    Examples
+    --------
+    >>> table_entries(2, 2)
+    14
+    >>> table_entries(10**6, 10**9) == 2**62
+    True
+    """
+    n, depth = int(n), int(depth)
+    if n == 1:
+        return min(depth + 1, cap)
+    if (depth + 1) * math.log2(n) > math.log2(cap) + 1:
+        return cap
+    return min((n ** (depth + 2) - n) // (n - 1), cap)
+
+
+def format_bytes(num: float) -> str:
+    """``"3.6 GB"``-style size (decimal units)."""
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if num < 1000 or unit == "TB":
+            return f"{num:.0f} {unit}" if unit == "B" else f"{num:.1f} {unit}"
+        num /= 1000
+    return f"{num:.1f} TB"  # pragma: no cover
+
+
+def check_random_size(n: int, depth: int, *, what: str = "depth") -> int:
+    """Entries per model of a random table of vocabulary ``n`` and ``depth``, refused when too large.
+
+    Parameters
+    ----------
+    n, depth : int
+        Vocabulary size (>= 1) and table depth (>= 0).
+    what : str
+        How the depth is named in the message (``"depth"``, or ``"L"``).
+
+    Returns
+    -------
+    int
+        Entries per model (:func:`table_entries`).
+
+    Raises
+    ------
+    ValueError
+        More than :data:`MAX_RANDOM_ROWS` rows or :data:`MAX_RANDOM_ENTRIES` entries; one line
+        naming n, the depth, the count and the memory estimate.
+    """
+    entries = table_entries(n, depth)
+    rows = table_entries(n, depth - 1) + 1 if depth else 1
+    if rows > MAX_RANDOM_ROWS or entries > MAX_RANDOM_ENTRIES:
+        count = str(entries) if entries < 2**62 else "over 4.6e18"
+        raise ValueError(
+            f"n={n}, {what}={depth}: {count} entries per table (~{format_bytes(entries * ENTRY_BYTES)}), "
+            f"above MAX_RANDOM_ENTRIES={MAX_RANDOM_ENTRIES} (or MAX_RANDOM_ROWS={MAX_RANDOM_ROWS} prefixes)"
+        )
+    return entries
 
 
 class TabularAR:
@@ -162,7 +252,7 @@ class TabularAR:
         total = sum(row, Fraction(0)) if self.exact else math.fsum(float(v) for v in row)
         if self.exact:
             if total != 1:
-                raise ValueError(f"{where}: row sums to {total}, not exactly 1")
+                raise ValueError(f"{where}: row sums to {_short_number(total)}, not exactly 1")
         elif not abs(total - 1.0) <= atol:
             raise ValueError(f"{where}: row sums to {total!r}, not 1 within atol={atol:g}")
 
@@ -239,22 +329,35 @@ class TabularAR:
         Raises
         ------
         ValueError
-            ``n`` < 1, ``depth`` < 0, or more than :data:`MAX_RANDOM_ROWS` prefixes.
+            ``n`` < 1, ``depth`` < 0, more than :data:`MAX_RANDOM_ROWS` prefixes or
+            :data:`MAX_RANDOM_ENTRIES` entries (checked before drawing), a negative or non-int
+            ``seed``, ``zero_prob`` outside [0, 1] (NaN included), ``concentration`` not finite
+            and > 0, or ``denominator`` < 1; the message names the argument.
         """
         if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1:
             raise ValueError(f"n (vocabulary size) must be an int >= 1, got {n!r}")
         if isinstance(depth, bool) or not isinstance(depth, int | np.integer) or depth < 0:
             raise ValueError(f"depth must be an int >= 0, got {depth!r}")
-        rows = sum(int(n) ** t for t in range(int(depth) + 1))
-        if rows > MAX_RANDOM_ROWS:
-            raise ValueError(
-                f"n={n}, depth={depth}: {rows} prefixes to draw, above MAX_RANDOM_ROWS={MAX_RANDOM_ROWS} "
-                "(too large for memory)"
-            )
+        check_random_size(n, depth)
+        seed = check_seed(seed, "seed", allow_generator=True)
+        if isinstance(zero_prob, bool) or not isinstance(zero_prob, Real) or not 0 <= zero_prob <= 1:
+            raise ValueError(f"zero_prob must be a number in [0, 1], got {zero_prob!r}")
+        if isinstance(concentration, bool) or not isinstance(concentration, Real) or not 0 < concentration < math.inf:
+            raise ValueError(f"concentration must be a finite number > 0, got {concentration!r}")
+        if isinstance(denominator, bool) or not isinstance(denominator, int | np.integer) or denominator < 1:
+            raise ValueError(f"denominator must be an int >= 1, got {denominator!r}")
+        n, depth = int(n), int(depth)
+        rows = sum(n**t for t in range(depth + 1))
         rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
         laws: dict[Prefix, list[Any]] = {}
+        quiet = True if rows < PROGRESS_MIN_ROWS else None
+        bar = progress(rows, f"drawing {name} (n={n}, depth={depth})", quiet=quiet, unit="row")
+        done = 0
         for t in range(depth + 1):
             for prefix in itertools.product(range(n), repeat=t):
+                done += 1
+                if done % 4096 == 0:
+                    bar.update(4096)
                 w = rng.dirichlet(np.full(n, concentration))
                 mask = rng.random(n) < zero_prob
                 if mask.all():
@@ -271,6 +374,7 @@ class TabularAR:
                 else:
                     w = w / w.sum()
                     laws[prefix] = [float(v) for v in w]
+        bar.close()
         return cls(n, laws, depth=depth, name=name)
 
     # ------------------------------------------------------------------ access

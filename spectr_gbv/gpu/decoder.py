@@ -19,7 +19,14 @@ tokens of the last iteration) is truncated, which is lossless.
 
 Temperature 0 is supported as greedy decoding: both p and q become one-hot laws at their
 first arg-max, so the verifiers accept a draft token iff it equals the target's arg-max and
-the output is the target's greedy continuation.
+the output is the target's greedy continuation. A tiny temperature T > 0 (down to the
+smallest float, 5e-324) is the exact law softmax(logits / T): the arg-max law, exact ties split
+evenly (:func:`~spectr_gbv.gpu.sampling.process_logits`).
+
+Inputs are checked before any work (:meth:`SpeculativeDecoder.generate`): a prompt that is
+not integer token ids (a ``str``, a ragged batch, an empty prompt), a seed outside
+``0..2**64 - 1``, a device that is not available, and a run longer than the model's context
+(``config.max_position_embeddings`` / ``n_positions``) raise ``ValueError`` naming the argument.
 
 References
 ----------
@@ -29,6 +36,7 @@ verification); Lin et al. 2026 (SpecTr-GBV, arXiv 2604.25925); THEORY.md section
 
 from __future__ import annotations
 
+import reprlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -41,6 +49,11 @@ from spectr_gbv.gpu.cache import RowCache
 from spectr_gbv.gpu.draft_sources import DraftSource, HFDraftSource, model_vocab_size
 from spectr_gbv.gpu.sampling import SamplingConfig, process_logits, sample_from
 from spectr_gbv.gpu.stats import DecodeStats, timed
+
+#: Device types a decoder runs on (each only when its backend reports itself available).
+DEVICE_TYPES: tuple[str, ...] = ("cpu", "cuda", "mps", "xpu")
+#: Config attributes read as a model's context size (positions it has embeddings for).
+CONTEXT_ATTRS: tuple[str, ...] = ("n_positions", "max_position_embeddings")
 
 #: Lossless decoding methods (``ar`` needs no draft).
 LOSSLESS_METHODS: tuple[str, ...] = ("ar", "sd", "bv", "spectr", "rrs", "gbv_multipath", "mdbv")
@@ -72,15 +85,16 @@ class DecoderConfig:
     sampling : SamplingConfig
         Processing shared by target and draft.
     seed : int or None
-        Seed of the decoder's ``torch.Generator`` (drafting and verification); ``None`` uses
-        the global RNG.
+        Seed of the decoder's ``torch.Generator`` (drafting and verification), an int in
+        ``0..2**64 - 1`` (the range of ``torch.Generator.manual_seed``, which would alias a
+        negative seed to ``2**64 - 1 + seed``); ``None`` uses the global RNG.
     allow_lossy : bool
 
     Raises
     ------
     ValueError
         Unknown method, a lossy method without ``allow_lossy``, K or L < 1, K != 1 for a
-        single-draft method.
+        single-draft method, a seed that is not None or an int in ``0..2**64 - 1``.
     """
 
     method: str = "mdbv"
@@ -105,6 +119,87 @@ class DecoderConfig:
                 raise ValueError(f"{name} must be an int >= 1, got {v!r}")
         if m in SINGLE_DRAFT_METHODS and self.num_drafts != 1:
             raise ValueError(f"method {m!r} verifies a single draft; use num_drafts=1 (got {self.num_drafts})")
+        s = self.seed
+        if s is not None and (isinstance(s, bool) or not isinstance(s, Integral) or not 0 <= s < 2**64):
+            raise ValueError(f"seed must be None or an int in 0..2**64 - 1, got {reprlib.repr(s)}")
+
+
+def check_device(device: str | torch.device | int | None) -> torch.device:
+    """The torch device a decoder runs on, refusing devices that cannot run it.
+
+    Parameters
+    ----------
+    device : str, torch.device, int or None
+        ``None``: CUDA when available, else CPU. A device string (``'cpu'``, ``'cuda'``,
+        ``'cuda:1'``, ...), a ``torch.device`` or a CUDA index.
+
+    Returns
+    -------
+    torch.device
+
+    Raises
+    ------
+    ValueError
+        Not a torch device (e.g. ``'gpu'``), a type outside :data:`DEVICE_TYPES` (e.g.
+        ``'meta'``, which holds no data), a backend that is not available (``'cuda'`` without
+        a GPU) or a CUDA index >= ``torch.cuda.device_count()``.
+    """
+    if device is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if isinstance(device, bool) or not isinstance(device, str | torch.device | int):
+        raise ValueError(f"device must be None, a str, a torch.device or an int, got {type(device).__name__}")
+    if isinstance(device, int):
+        if not torch.cuda.is_available():
+            raise ValueError(f"device={device!r} is a CUDA index, but no CUDA GPU is available; use device='cpu'")
+        device = f"cuda:{device}"
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, ValueError, TypeError) as e:
+        raise ValueError(
+            f"device={device!r} is not a torch device; use one of {', '.join(DEVICE_TYPES)} (e.g. 'cuda:0')"
+        ) from e
+    if dev.type not in DEVICE_TYPES:
+        raise ValueError(
+            f"device={device!r}: the decoder runs on {', '.join(DEVICE_TYPES)}, not {dev.type!r}"
+            + (" (a meta tensor holds no data)" if dev.type == "meta" else "")
+        )
+    if dev.type != "cpu":
+        backend = getattr(torch, dev.type, None)
+        if backend is None or not backend.is_available():
+            raise ValueError(
+                f"device={device!r}, but no {dev.type} device is available "
+                f"(torch.{dev.type}.is_available() is False); use device='cpu' or None"
+            )
+        count = backend.device_count() if hasattr(backend, "device_count") else 1
+        if dev.index is not None and dev.index >= count:
+            raise ValueError(f"device={device!r}, but only {count} {dev.type} device(s) are available")
+    return dev
+
+
+def context_size(model: object) -> int | None:
+    """Positions a model has embeddings for: the first int of :data:`CONTEXT_ATTRS` in its config.
+
+    Parameters
+    ----------
+    model : transformers PreTrainedModel or any object
+        ``None`` when it has no ``config`` or the config names no context size.
+
+    Returns
+    -------
+    int or None
+    """
+    found = _context_attr(model)
+    return None if found is None else found[1]
+
+
+def _context_attr(model: object) -> tuple[str, int] | None:
+    """(config attribute, context size) of :func:`context_size`."""
+    config = getattr(model, "config", None)
+    for name in CONTEXT_ATTRS:
+        v = getattr(config, name, None)
+        if isinstance(v, Integral) and not isinstance(v, bool) and v > 0:
+            return name, int(v)
+    return None
 
 
 class SpeculativeDecoder:
@@ -121,14 +216,17 @@ class SpeculativeDecoder:
     temperature, top_k, top_p
         See :class:`~spectr_gbv.gpu.sampling.SamplingConfig` (temperature 0 = greedy).
     seed : int, optional
+        In ``0..2**64 - 1``.
     device : str or torch.device, optional
-        Default CUDA when available, else CPU. Models are moved there and set to eval mode.
+        Default CUDA when available, else CPU (checked by :func:`check_device`). Models are
+        moved there and set to eval mode, only once every argument is checked.
 
     Raises
     ------
     ValueError
-        Invalid configuration (see :class:`DecoderConfig`), a missing draft, or target and
-        draft vocabularies of different sizes.
+        Invalid configuration (see :class:`DecoderConfig`), an unavailable device (see
+        :func:`check_device`), a target that is not a ``torch.nn.Module``, a missing draft, or
+        target and draft vocabularies of different sizes.
 
     References
     ----------
@@ -165,26 +263,27 @@ class SpeculativeDecoder:
     ) -> None:
         sampling = SamplingConfig(temperature, top_k, top_p)
         self.config = DecoderConfig(method, num_drafts, draft_length, sampling, seed, allow_lossy)
-        if device is None:
-            device = "cuda" if torch.cuda.is_available() else "cpu"
-        self.device = torch.device(device)
-        self.target = target.to(self.device).eval()
+        self.device = check_device(device)
+        if not isinstance(target, torch.nn.Module):
+            raise ValueError(f"target must be a causal LM (a torch.nn.Module), got {type(target).__name__}")
         self.vocab_size = model_vocab_size(target)
-        if isinstance(draft, torch.nn.Module):
-            draft = HFDraftSource(draft.to(self.device))
         if draft is None and method != "ar":
             raise ValueError(f"method {method!r} needs a draft model or DraftSource (only 'ar' runs without)")
-        if draft is not None and not isinstance(draft, DraftSource):
+        is_model = isinstance(draft, torch.nn.Module)
+        if draft is not None and not is_model and not isinstance(draft, DraftSource):
             raise ValueError(f"draft must be a causal LM or a DraftSource, got {type(draft).__name__}")
-        if draft is not None and draft.vocab_size != self.vocab_size:
+        draft_vocab = model_vocab_size(draft) if is_model else None if draft is None else draft.vocab_size
+        if draft is not None and draft_vocab != self.vocab_size:
             raise ValueError(
-                f"vocabulary mismatch: the target has {self.vocab_size} logits, the draft {draft.vocab_size}; "
+                f"vocabulary mismatch: the target has {self.vocab_size} logits, the draft {draft_vocab}; "
                 "speculative decoding needs one shared vocabulary"
             )
-        self.draft = draft
+        # every argument is checked: only now move the models (a refused call leaves them as they were)
+        self.target = target.to(self.device).eval()
+        self.draft = HFDraftSource(draft.to(self.device)) if is_model else draft
         self.generator = None
         if seed is not None:
-            self.generator = torch.Generator(device=self.device).manual_seed(seed)
+            self.generator = torch.Generator(device=self.device).manual_seed(int(seed))
         self._verify_fn: Callable[..., Any] | None = None
 
     # ------------------------------------------------------------------ the loop
@@ -197,9 +296,14 @@ class SpeculativeDecoder:
         Parameters
         ----------
         prompt_ids : Tensor [T] or [B, T], integer (or nested sequences of int)
-            T >= 1 ids in ``0..V-1``; a 2-D input runs B independent rows (same T).
+            T >= 1 ids in ``0..V-1``; a 2-D input runs B independent rows (same T: a ragged
+            batch is refused, pad it or run the rows separately). Text (``str``) is refused:
+            tokenize it first.
         max_new_tokens : int
-            N >= 1.
+            N >= 1. With the draft length L (0 for ``ar``) the target model sees up to
+            ``T + N + L - 1`` positions (the last iteration may draft past the N-th token) and
+            the draft model ``T + N + L - 2``; each must be <= the model's context size
+            (:func:`context_size`, from ``config.max_position_embeddings`` / ``n_positions``).
 
         Returns
         -------
@@ -210,7 +314,10 @@ class SpeculativeDecoder:
         Raises
         ------
         ValueError
-            Bad prompt (shape, dtype, empty, ids out of range) or ``max_new_tokens``.
+            Bad prompt (not token ids, ragged, shape, dtype, empty, ids out of range) or
+            ``max_new_tokens``; a run longer than the target's or the draft's context size
+            (the message names the prompt length, ``max_new_tokens``, ``draft_length`` and the
+            context size).
         RuntimeError
             The verifier returned ids outside the vocabulary or output inconsistent with the
             drafts (ECOSYSTEM.md B5-B8: a numerical fault is raised, never emitted).
@@ -219,6 +326,7 @@ class SpeculativeDecoder:
         N = self._check_max_new(max_new_tokens)
         cfg, dev = self.config, self.device
         B, L = prompt.shape[0], (0 if cfg.method == "ar" else cfg.draft_length)
+        self._check_context(prompt.shape[1], N, L)
         stats = DecodeStats(cfg.method, 1 if L == 0 else cfg.num_drafts, L, B)
         start = time.perf_counter()
         out = torch.full((B, N + L + 1), -1, dtype=torch.int64, device=dev)
@@ -332,12 +440,30 @@ class SpeculativeDecoder:
         if bool((emitted[:, :L] != chosen)[prefix].any()):
             raise RuntimeError(f"verify({m!r}): the accepted prefix is not a prefix of draft draft_index")
 
+    def _check_context(self, T: int, N: int, L: int) -> None:
+        """Refuse a run that would feed a model more positions than its context size."""
+        draft_model = getattr(self.draft, "model", None) if L else None
+        for role, model, need in (("target", self.target, T + N + L - 1), ("draft", draft_model, T + N + L - 2)):
+            found = _context_attr(model)
+            if found is not None and need > found[1]:
+                drafted = f" + draft_length {L}" if L else ""
+                raise ValueError(
+                    f"prompt_ids: prompt length {T} + max_new_tokens {N}{drafted} needs {need} positions of the "
+                    f"{role} model, more than its context size {found[1]} (config.{found[0]}); shorten the "
+                    "prompt or lower max_new_tokens" + (" or draft_length" if L else "")
+                )
+
     def _check_prompt(self, prompt_ids: Any) -> tuple[torch.Tensor, bool]:
-        x = prompt_ids if isinstance(prompt_ids, torch.Tensor) else torch.as_tensor(prompt_ids)
+        x = _prompt_tensor(prompt_ids)
+        if x.ndim not in (1, 2):
+            raise ValueError(f"prompt_ids must have shape [T] or [B, T] with B, T >= 1, got {tuple(x.shape)}")
+        if x.numel() == 0:
+            raise ValueError(
+                f"prompt_ids is empty (shape {tuple(x.shape)}): every row needs at least one token to "
+                "condition on (e.g. the tokenizer's BOS id)"
+            )
         if x.dtype.is_floating_point or x.dtype.is_complex or x.dtype == torch.bool:
             raise ValueError(f"prompt_ids must hold integer token ids, got dtype {x.dtype}")
-        if x.ndim not in (1, 2) or x.shape[-1] < 1 or (x.ndim == 2 and x.shape[0] < 1):
-            raise ValueError(f"prompt_ids must have shape [T] or [B, T] with B, T >= 1, got {tuple(x.shape)}")
         if bool(((x < 0) | (x >= self.vocab_size)).any()):
             raise ValueError(f"prompt_ids holds an id outside the vocabulary 0..{self.vocab_size - 1}")
         squeeze = x.ndim == 1
@@ -348,3 +474,27 @@ class SpeculativeDecoder:
         if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, Integral) or max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be an int >= 1, got {max_new_tokens!r}")
         return int(max_new_tokens)
+
+
+def _prompt_tensor(prompt_ids: Any) -> torch.Tensor:
+    """``prompt_ids`` as a tensor, refusing text, ragged batches and other non-id input with our message."""
+    if isinstance(prompt_ids, torch.Tensor):
+        return prompt_ids
+    what = "a Tensor [T] or [B, T] of token ids, a list of ints or a list of equal-length lists of ints"
+    if isinstance(prompt_ids, str | bytes | bytearray):
+        raise ValueError(
+            f"prompt_ids must be token ids ({what}), got {type(prompt_ids).__name__}; tokenize the text first"
+        )
+    if isinstance(prompt_ids, Sequence) and len(prompt_ids) > 1:
+        rows = [r for r in prompt_ids if isinstance(r, Sequence) and not isinstance(r, str | bytes | bytearray)]
+        if len(rows) == len(prompt_ids) and len({len(r) for r in rows}) > 1:
+            lengths = [len(r) for r in rows]
+            shown = ", ".join(map(str, lengths[:8])) + (", ..." if len(lengths) > 8 else "")
+            raise ValueError(
+                f"prompt_ids is a ragged batch (row lengths {shown}): every row of a batch needs the same "
+                "length T; pad the prompts to one length or run them separately"
+            )
+    try:
+        return torch.as_tensor(prompt_ids)
+    except (TypeError, ValueError, RuntimeError, OverflowError) as e:
+        raise ValueError(f"prompt_ids must be {what}; got {type(prompt_ids).__name__} ({e})") from e

@@ -10,6 +10,11 @@ Order of operations (the Hugging Face ``LogitsProcessor`` order): temperature, t
 the tempered logits, then top-p on the softmax of what top-k kept, then a softmax over the
 kept tokens. Temperature 0 is greedy: the law is the one-hot vector of the first arg-max
 (ties broken toward the smallest token id), on both sides, and top-k/top-p are then moot.
+Any temperature T > 0, however small or large, gives the exact law
+:math:`\mathrm{softmax}(\ell / T)`: the logits are shifted by their row maximum before the
+division (so nothing overflows; a tiny T's law is the arg-max law with exact ties split
+evenly, the limit of the softmax), and a T outside float32's normal range
+(:data:`FLOAT32_TEMPERATURE_RANGE`) is applied in float64.
 
 References
 ----------
@@ -21,20 +26,40 @@ THEORY.md section 1 (p and q are next-token laws); ECOSYSTEM.md B2-B4.
 from __future__ import annotations
 
 import math
+import reprlib
 from dataclasses import dataclass
 
 import torch
 
+#: Temperatures T applied in the float32 arithmetic of ``process_logits(..., dtype=torch.float32)``:
+#: float32's normal range, ``[2**-126, (2 - 2**-23) * 2**127]`` (about 1.18e-38 to 3.40e38),
+#: where T itself is a normal float32. A T > 0 outside it (e.g. 1e-38, 1e-300 or 1e300) is
+#: applied in float64 (T is a Python float, so the division is by T exactly) and the law cast
+#: to float32; T = 0 is greedy.
+FLOAT32_TEMPERATURE_RANGE: tuple[float, float] = (
+    float(torch.finfo(torch.float32).tiny),
+    float(torch.finfo(torch.float32).max),
+)
+
+
+def _finite_float(x: int | float) -> bool:
+    """``math.isfinite(float(x))``, False for an int too large for a float (instead of ``OverflowError``)."""
+    try:
+        return math.isfinite(float(x))
+    except OverflowError:
+        return False
+
 
 @dataclass(frozen=True)
 class SamplingConfig:
-    """Logit processing shared by the target and the draft.
+    r"""Logit processing shared by the target and the draft.
 
     Attributes
     ----------
     temperature : float
-        >= 0. ``0`` means greedy (one-hot laws at the first arg-max), ``1`` leaves logits as
-        they are.
+        >= 0 and finite. ``0`` means greedy (one-hot laws at the first arg-max), ``1`` leaves
+        logits as they are; every T > 0 gives the exact law :math:`\mathrm{softmax}(\ell/T)`
+        (see :func:`process_logits`; a tiny T gives the arg-max law, exact ties split evenly).
     top_k : int or None
         Keep the tokens whose tempered logit is >= the k-th largest one (ties at the boundary
         are all kept, as in Hugging Face's ``TopKLogitsWarper``). ``None`` disables it.
@@ -55,8 +80,8 @@ class SamplingConfig:
 
     def __post_init__(self) -> None:
         t = self.temperature
-        if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t) or t < 0:
-            raise ValueError(f"temperature must be a finite number >= 0, got {t!r}")
+        if isinstance(t, bool) or not isinstance(t, int | float) or not _finite_float(t) or t < 0:
+            raise ValueError(f"temperature must be a finite number >= 0, got {reprlib.repr(t)}")
         k = self.top_k
         if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
             raise ValueError(f"top_k must be None or an int >= 1, got {k!r}")
@@ -125,13 +150,16 @@ def process_logits(logits: torch.Tensor, config: SamplingConfig, *, dtype: torch
         Raw model logits.
     config : SamplingConfig
     dtype : torch.dtype
-        Float dtype of the result (computation happens in it; default float32).
+        Float dtype of the result (computation happens in it; default float32), except for a
+        temperature outside its normal range (:data:`FLOAT32_TEMPERATURE_RANGE` for float32),
+        which is applied in float64.
 
     Returns
     -------
     Tensor [..., V], ``dtype``
         Rows summing to 1; tokens removed by top-k/top-p have probability exactly 0. With
-        ``temperature == 0`` each row is the one-hot vector of its first arg-max.
+        ``temperature == 0`` each row is the one-hot vector of its first arg-max; with a tiny
+        T > 0 (e.g. 1e-38) it is the arg-max law, exact ties split evenly.
 
     Raises
     ------
@@ -150,6 +178,8 @@ def process_logits(logits: torch.Tensor, config: SamplingConfig, *, dtype: torch
     [0.0, 0.0, 0.2689414322376251, 0.7310585975646973]
     >>> process_logits(torch.tensor([1.0, 3.0, 3.0]), SamplingConfig(temperature=0)).tolist()
     [0.0, 1.0, 0.0]
+    >>> process_logits(torch.tensor([1.0, 3.0, 3.0]), SamplingConfig(temperature=1e-38)).tolist()
+    [0.0, 0.5, 0.5]
     """
     x = logits.to(dtype)
     if torch.isnan(x).any() or torch.isposinf(x).any():
@@ -158,15 +188,22 @@ def process_logits(logits: torch.Tensor, config: SamplingConfig, *, dtype: torch
         raise ValueError("process_logits: a row of logits has no finite entry")
     if config.greedy:
         return torch.nn.functional.one_hot(x.argmax(dim=-1), x.shape[-1]).to(dtype)
-    if config.temperature != 1:
-        x = x / config.temperature
+    T = float(config.temperature)
+    if T != 1:
+        fi = torch.finfo(dtype)
+        lo, hi = FLOAT32_TEMPERATURE_RANGE if dtype == torch.float32 else (fi.tiny, fi.max)
+        if dtype != torch.float64 and not lo <= T <= hi:
+            x = x.to(torch.float64)
+        # shift by the row maximum first: (l - max) / T <= 0 never overflows to +inf (a tiny T
+        # sends the non-maximal logits to -inf, exact ties stay at 0: the arg-max law)
+        x = (x - x.amax(dim=-1, keepdim=True)) / T
     if config.top_k is not None:
         x = x.masked_fill(~top_k_mask(x, config.top_k), -math.inf)
     probs = torch.softmax(x, dim=-1)
     if config.top_p is not None and config.top_p < 1:
         probs = probs.masked_fill(~top_p_mask(probs, config.top_p), 0.0)
         probs = probs / probs.sum(dim=-1, keepdim=True)
-    return probs
+    return probs.to(dtype)
 
 
 def sample_from(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:

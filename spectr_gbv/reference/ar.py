@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from spectr_gbv.core.numbers import Scalar
 from spectr_gbv.reference.base import DraftTuple, Verifier, VerifyInput
 from spectr_gbv.reference.choosers import Chooser, Emission
+from spectr_gbv.reference.structure import draft_probability
 
 
 class AutoregressiveVerifier(Verifier):
@@ -23,9 +25,15 @@ class AutoregressiveVerifier(Verifier):
     symmetric = True
     citation = "plain autoregressive sampling from the target p (THEORY.md section 6)"
 
+    structure = "selected_draft"
+
     def law_key(self, drafts: DraftTuple) -> tuple[()]:
         """One key for every draft tuple: the law never reads the drafts."""
         return ()
+
+    def selected_draft_probability(self, batch: VerifyInput) -> Scalar:
+        """q(x), for ``batch`` = K copies of x: the law reads no draft (the ``selected_draft`` shape)."""
+        return draft_probability(batch, 0)
 
     def run(self, batch: VerifyInput, prep: Any, chooser: Chooser) -> Emission:
         """Emit ``Z ~ target_probs[0, 0]``."""

@@ -317,6 +317,11 @@ class Verifier(ABC):
         otherwise the largest validity defect that the kernel's own float64 numerics can leave
         on an exact instance (``lp_oracle``: its kernel comes from a float64 LP), which the
         exact simulator then states and judges ``lossless`` against.
+    structure : str or None
+        The reading shape of :mod:`spectr_gbv.reference.structure` (``"selected_draft"``,
+        ``"draft_scan"``, ``"draft_tree"``) that lets the exact simulator average the law
+        over i.i.d. drafts without enumerating draft tuples; None (default) for none. Only a
+        class that declares it in its own body is simulated through it.
     last_diagnostics : dict of str to int
         :meth:`Diagnostics.summary` of the last :meth:`outcome_law` or :meth:`sample` call
         (``clamp_evaluations``, ``clamped``, ``residual_fallbacks``).
@@ -329,6 +334,7 @@ class Verifier(ABC):
     symmetric: ClassVar[bool]
     citation: ClassVar[str]
     kernel_tolerance: ClassVar[float | None] = None
+    structure: ClassVar[str | None] = None
 
     def __init__(self) -> None:
         self.last_diagnostics: dict[str, int] = {}

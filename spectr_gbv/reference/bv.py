@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from spectr_gbv.core.numbers import Scalar
 from spectr_gbv.reference.base import DraftTuple, Verifier, VerifyInput
 from spectr_gbv.reference.choosers import Chooser, Emission
 from spectr_gbv.reference.kernels import BlockWeights, block_verify, block_weights
+from spectr_gbv.reference.structure import draft_probability
 
 
 class BlockVerifier(Verifier):
@@ -31,9 +33,15 @@ class BlockVerifier(Verifier):
     symmetric = False
     citation = "Sun et al. 2024 (arXiv 2403.10444), Algorithm 2; THEORY.md section 3"
 
+    structure = "selected_draft"
+
     def law_key(self, drafts: DraftTuple) -> tuple[int, ...]:
         """Only the first draft matters."""
         return drafts[0]
+
+    def selected_draft_probability(self, batch: VerifyInput) -> Scalar:
+        """P(first draft = x) = q(x), for ``batch`` = K copies of x (the ``selected_draft`` shape)."""
+        return draft_probability(batch, 0)
 
     def prepare(self, batch: VerifyInput) -> BlockWeights:
         """Weights ``w_i``, ``h_i`` of the first draft."""

@@ -35,7 +35,7 @@ import math
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -286,6 +286,65 @@ class Emission:
     weights: np.ndarray
 
 
+def emission_outputs(emission: Emission, exact: bool) -> list[tuple[tuple[int, ...], Scalar]]:
+    """The outputs ``emission.prefix + (z,)`` of an emission with their probabilities.
+
+    Parameters
+    ----------
+    emission : Emission
+    exact : bool
+
+    Returns
+    -------
+    list of (tuple of int, Fraction or float)
+        One pair per token ``z`` of positive weight, probability ``weights[z] / sum(weights)``.
+
+    Raises
+    ------
+    ValueError
+        The emission's weights are invalid (see :func:`check_weights`).
+    """
+    ws = check_weights(emission.weights, exact)
+    total = _total(ws, exact)
+    return [(emission.prefix + (z,), w / total) for z, w in enumerate(ws) if w > 0]
+
+
+def replay_outcomes(
+    run: Callable[[Chooser], Any], exact: bool, diagnostics: Diagnostics | None = None
+) -> list[tuple[Any, Scalar]]:
+    """Every result of ``run`` with its probability, by depth-first replay of the choices.
+
+    Parameters
+    ----------
+    run : callable
+        ``run(chooser) -> result``; must be deterministic given the chooser's answers.
+    exact : bool
+        Fractions (exact probabilities) or floats.
+    diagnostics : Diagnostics, optional
+        Shared by every replay (keys count once).
+
+    Returns
+    -------
+    list of (result, Fraction or float)
+        One pair per execution path of positive probability (equal results are not merged:
+        they need not be hashable); the probabilities sum to 1 (exactly for Fractions).
+
+    Raises
+    ------
+    ValueError
+        A decision with invalid probabilities.
+    """
+    diag = diagnostics if diagnostics is not None else Diagnostics()
+    outcomes: list[tuple[Any, Scalar]] = []
+    stack: list[list[int]] = [[]]
+    while stack:
+        chooser = _ReplayChooser(stack.pop(), exact, diag)
+        result = run(chooser)
+        outcomes.append((result, chooser.prob))
+        stack.extend(reversed(chooser.pending))
+    return outcomes
+
+
 def enumerate_law(
     run: Callable[[Chooser], Emission], exact: bool, diagnostics: Diagnostics | None = None
 ) -> dict[tuple[int, ...], Scalar]:
@@ -311,17 +370,8 @@ def enumerate_law(
     ValueError
         A decision with invalid probabilities, or an emission with invalid weights.
     """
-    diag = diagnostics if diagnostics is not None else Diagnostics()
     law: dict[tuple[int, ...], Scalar] = {}
-    stack: list[list[int]] = [[]]
-    while stack:
-        chooser = _ReplayChooser(stack.pop(), exact, diag)
-        emission = run(chooser)
-        ws = check_weights(emission.weights, exact)
-        total = _total(ws, exact)
-        for z, w in enumerate(ws):
-            if w > 0:
-                out = emission.prefix + (z,)
-                law[out] = law.get(out, 0) + chooser.prob * w / total
-        stack.extend(reversed(chooser.pending))
+    for emission, prob in replay_outcomes(run, exact, diagnostics):
+        for out, w in emission_outputs(emission, exact):
+            law[out] = law.get(out, 0) + prob * w
     return law

@@ -130,6 +130,7 @@ class MultiPathGreedyVerifier(Verifier):
     name = "gbv_multipath"
     lossless = True
     symmetric = True
+    structure = "selected_draft"
     citation = (
         "Thomas & Pal 2026 (arXiv 2602.16961), multi-path greedy BV; Sun et al. 2024 "
         "(arXiv 2403.10444), Algorithm 2; THEORY.md section 6"
@@ -141,6 +142,19 @@ class MultiPathGreedyVerifier(Verifier):
         rows = skewed_rows(batch, k)
         weights = block_weights(batch.draft(k), batch.target_probs[k, : batch.L], rows, batch.exact)
         return _Prepared(k, rows, weights)
+
+    def selected_draft_probability(self, batch: VerifyInput) -> Scalar:
+        r"""P(lexicographic maximum of K i.i.d. drafts = x), for ``batch`` = K copies of x.
+
+        The product of the skewed conditionals :math:`q_{skew}(x_t | x^{t-1})` along x
+        (:func:`skewed_rows`); the ``selected_draft`` shape of
+        :mod:`spectr_gbv.reference.structure`.
+        """
+        rows = skewed_rows(batch, 0)
+        prob = batch.one
+        for t, row in enumerate(rows):
+            prob = prob * row[int(batch.drafts[0, t])]
+        return prob
 
     def run(self, batch: VerifyInput, prep: _Prepared, chooser: Chooser) -> Emission:
         """Block verification of the selected path against p with draft law q_skew."""

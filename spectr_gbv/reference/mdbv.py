@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from spectr_gbv.reference.base import Verifier, VerifyInput
 from spectr_gbv.reference.choosers import Chooser, Emission
 from spectr_gbv.reference.kernels import block_verify
+from spectr_gbv.reference.structure import scan_drafts
 
 
 class MultiDraftBlockVerifier(Verifier):
@@ -33,25 +36,43 @@ class MultiDraftBlockVerifier(Verifier):
     name = "mdbv"
     lossless = True
     symmetric = False
+    structure = "draft_scan"
     citation = (
         "this project's lossless reading of Lin et al. 2026 (SpecTr-GBV, arXiv 2604.25925) "
         "Steps 1-3, built on Sun et al. 2024 (arXiv 2403.10444) Algorithm 2; THEORY.md section 6"
     )
 
+    def scan_step(
+        self, batch: VerifyInput, k: int, prefix: tuple[int, ...], law: np.ndarray, chooser: Chooser
+    ) -> tuple[tuple[int, ...], np.ndarray]:
+        """Block verification of draft ``k`` (which starts with ``prefix``) continuing ``prefix``.
+
+        Parameters
+        ----------
+        batch : VerifyInput
+        k : int
+            The draft read; ``batch.draft(k)`` starts with ``prefix`` and ``len(prefix) < L``.
+        prefix : tuple of int
+            Accepted prefix P so far.
+        law : ndarray, shape (n,)
+            Law R of the target token at position ``len(prefix) + 1``.
+        chooser : Chooser
+
+        Returns
+        -------
+        prefix : tuple of int
+            P extended by BV's accepted tokens of draft k.
+        law : ndarray, shape (n,)
+            BV's residual at the stop, or the bonus row ``p(. | x^L)`` when it accepted to L.
+        """
+        L = batch.L
+        x = batch.draft(k)
+        start = len(prefix)
+        target_rows = [law] + [batch.target_probs[k, t] for t in range(start + 1, L)]
+        draft_rows = [batch.draft_probs[k, t] for t in range(start, L)]
+        tau, law = block_verify(chooser, x[start:], target_rows, draft_rows, batch.target_probs[k, L], batch.exact)
+        return x[: start + tau], law
+
     def run(self, batch: VerifyInput, prep: Any, chooser: Chooser) -> Emission:
         """Scan the drafts in order, extending the accepted prefix with BV."""
-        L = batch.L
-        prefix: tuple[int, ...] = ()
-        law = batch.target_probs[0, 0]
-        for k in range(batch.K):
-            if len(prefix) == L:
-                break
-            x = batch.draft(k)
-            start = len(prefix)
-            if x[:start] != prefix:
-                continue
-            target_rows = [law] + [batch.target_probs[k, t] for t in range(start + 1, L)]
-            draft_rows = [batch.draft_probs[k, t] for t in range(start, L)]
-            tau, law = block_verify(chooser, x[start:], target_rows, draft_rows, batch.target_probs[k, L], batch.exact)
-            prefix = x[: start + tau]
-        return Emission(prefix, law)
+        return scan_drafts(batch, self.scan_step, chooser)

@@ -86,10 +86,24 @@ def check_method(name: str) -> str:
 
     Unlike :func:`get_verifier` this accepts ``greedy_bv`` and ``lp_oracle`` (they need an
     instance; see :func:`spectr_gbv.simulate.methods.simulate_method`).
+
+    Raises
+    ------
+    TypeError
+        ``name`` is not a str.
+    ValueError
+        An unknown name.
     """
+    _check_name(name)
     if name not in STABLE_METHOD_NAMES:
         raise ValueError(f"unknown method {name!r}; valid: {', '.join(STABLE_METHOD_NAMES)}")
     return name
+
+
+def _check_name(name: object) -> None:
+    """TypeError unless ``name`` is a str (a list or a dict is unhashable and gave numpy-free noise)."""
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a method name (a str), got {type(name).__name__} {name!r:.60}")
 
 
 def available_methods() -> tuple[str, ...]:
@@ -102,10 +116,13 @@ def get_verifier(name: str) -> Verifier:
 
     Raises
     ------
+    TypeError
+        ``name`` is not a str (e.g. ``['sd']``); the message names ``name``.
     ValueError
         Unknown name; the message lists the valid names (and says when a stable name is
         reserved but not registered yet).
     """
+    _check_name(name)
     cls = _REGISTRY.get(name)
     if cls is None:
         valid = ", ".join(METHODS)

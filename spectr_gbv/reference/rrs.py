@@ -9,6 +9,7 @@ import numpy as np
 
 from spectr_gbv.reference.base import Verifier, VerifyInput, normalize
 from spectr_gbv.reference.choosers import Chooser, Emission
+from spectr_gbv.reference.structure import walk_draft_tree
 
 
 def rrs_node(p: np.ndarray, q: np.ndarray, tokens: list[int], exact: bool) -> tuple[list[Any], list[np.ndarray]]:
@@ -64,24 +65,39 @@ class RecursiveRejectionVerifier(Verifier):
     name = "rrs"
     lossless = True
     symmetric = False
+    structure = "draft_tree"
     citation = (
         "Miao et al. 2024 (SpecInfer, arXiv 2305.09781), multi-step speculative sampling on "
         "the draft tree; THEORY.md section 6"
     )
 
+    def node_step(
+        self, p: np.ndarray, q: np.ndarray, tokens: list[int], prefix: tuple[int, ...], exact: bool, chooser: Chooser
+    ) -> tuple[int | None, np.ndarray | None]:
+        """Recursive rejection sampling at one node of the draft tree.
+
+        Parameters
+        ----------
+        p, q : ndarray, shape (n,)
+            Target and draft laws at the node.
+        tokens : list of int
+            Next tokens of the drafts through the node, in draft order.
+        prefix : tuple of int
+            The node (unused: the rule is the same at every node).
+        exact : bool
+        chooser : Chooser
+
+        Returns
+        -------
+        index : int or None
+            Position in ``tokens`` of the accepted trial, or None when all are rejected.
+        residual : ndarray, shape (n,), or None
+            The law after all rejections (None when a token is accepted).
+        """
+        accept, residuals = rrs_node(p, q, tokens, exact)
+        first = chooser.first_success(accept)
+        return (first, None) if first is not None else (None, residuals[-1])
+
     def run(self, batch: VerifyInput, prep: Any, chooser: Chooser) -> Emission:
         """Walk down the draft tree, recursive rejection sampling at each node."""
-        active = list(range(batch.K))
-        prefix: list[int] = []
-        for t in range(batch.L):
-            k0 = active[0]
-            p, q = batch.target_probs[k0, t], batch.draft_probs[k0, t]
-            tokens = [int(batch.drafts[j, t]) for j in active]
-            accept, residuals = rrs_node(p, q, tokens, batch.exact)
-            first = chooser.first_success(accept)
-            if first is None:
-                return Emission(tuple(prefix), residuals[-1])
-            token = tokens[first]
-            prefix.append(token)
-            active = [j for j in active if batch.drafts[j, t] == token]
-        return Emission(tuple(prefix), batch.target_probs[active[0], batch.L])
+        return walk_draft_tree(batch, self.node_step, chooser)

@@ -6,8 +6,10 @@ from typing import Any
 
 import numpy as np
 
+from spectr_gbv.core.numbers import Scalar
 from spectr_gbv.reference.base import DraftTuple, Verifier, VerifyInput, residual_or_fallback
 from spectr_gbv.reference.choosers import Chooser, Emission
+from spectr_gbv.reference.structure import draft_probability
 
 
 class SpeculativeDecodingVerifier(Verifier):
@@ -33,9 +35,15 @@ class SpeculativeDecodingVerifier(Verifier):
     symmetric = False
     citation = "Leviathan et al. 2023 (arXiv 2211.17192), Algorithm 1; THEORY.md section 3"
 
+    structure = "selected_draft"
+
     def law_key(self, drafts: DraftTuple) -> tuple[int, ...]:
         """Only the first draft matters."""
         return drafts[0]
+
+    def selected_draft_probability(self, batch: VerifyInput) -> Scalar:
+        """P(first draft = x) = q(x), for ``batch`` = K copies of x (the ``selected_draft`` shape)."""
+        return draft_probability(batch, 0)
 
     def run(self, batch: VerifyInput, prep: Any, chooser: Chooser) -> Emission:
         """Accept token by token until the first rejection."""

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any
+
+import numpy as np
 
 from spectr_gbv.reference.base import Verifier, VerifyInput, residual_or_fallback
 from spectr_gbv.reference.choosers import Chooser, Emission
 from spectr_gbv.reference.kernels import kseq_residual, kseq_rho
+from spectr_gbv.reference.structure import walk_draft_tree
 
 
 class SpecTrVerifier(Verifier):
@@ -40,31 +44,44 @@ class SpecTrVerifier(Verifier):
     name = "spectr"
     lossless = True
     symmetric = False
+    structure = "draft_tree"
     citation = "Sun et al. 2023 (arXiv 2310.15141), K-SEQ on the draft tree; THEORY.md section 6"
+
+    def node_step(
+        self, p: np.ndarray, q: np.ndarray, tokens: list[int], prefix: tuple[int, ...], exact: bool, chooser: Chooser
+    ) -> tuple[int | None, np.ndarray | None]:
+        """K-SEQ at one node of the draft tree, with ``k = len(tokens)`` drafts through it.
+
+        Parameters
+        ----------
+        p, q : ndarray, shape (n,)
+            Target and draft laws at the node.
+        tokens : list of int
+            Next tokens of the drafts through the node, in draft order.
+        prefix : tuple of int
+            The node (keys a residual fallback in ``chooser.diagnostics``).
+        exact : bool
+        chooser : Chooser
+
+        Returns
+        -------
+        index : int or None
+            Position in ``tokens`` of the first accepted draft, or None when all are rejected.
+        residual : ndarray, shape (n,), or None
+            K-SEQ's residual weights (None when a draft is accepted).
+        """
+        one = Fraction(1) if exact else 1.0
+        k = len(tokens)
+        rho = kseq_rho(p, q, k, exact)
+        accept = [min(one, p[x] / (rho * q[x])) for x in tokens]
+        first = chooser.first_success(accept)
+        if first is not None:
+            return first, None
+        weights = residual_or_fallback(
+            kseq_residual(p, q, k, rho, exact), p, exact, chooser.diagnostics, ("kseq_residual", prefix)
+        )
+        return None, weights
 
     def run(self, batch: VerifyInput, prep: Any, chooser: Chooser) -> Emission:
         """Walk down the draft tree, one K-SEQ per node."""
-        one, exact = batch.one, batch.exact
-        active = list(range(batch.K))
-        prefix: list[int] = []
-        for t in range(batch.L):
-            k0 = active[0]
-            p, q = batch.target_probs[k0, t], batch.draft_probs[k0, t]
-            k = len(active)
-            rho = kseq_rho(p, q, k, exact)
-            tokens = [int(batch.drafts[j, t]) for j in active]
-            accept = [min(one, p[x] / (rho * q[x])) for x in tokens]
-            first = chooser.first_success(accept)
-            if first is None:
-                weights = residual_or_fallback(
-                    kseq_residual(p, q, k, rho, exact),
-                    p,
-                    exact,
-                    chooser.diagnostics,
-                    ("kseq_residual", tuple(prefix)),
-                )
-                return Emission(tuple(prefix), weights)
-            token = tokens[first]
-            prefix.append(token)
-            active = [j for j in active if batch.drafts[j, t] == token]
-        return Emission(tuple(prefix), batch.target_probs[active[0], batch.L])
+        return walk_draft_tree(batch, self.node_step, chooser)

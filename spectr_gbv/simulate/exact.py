@@ -22,8 +22,10 @@ Work saved, all exact:
 * the rows ``draft_probs``/``target_probs`` of every draft are gathered once by vectorised
   numpy indexing of the instance tables, and tuple weights are vectorised products.
 
-Enumeration is refused above :data:`MAX_DRAFT_TUPLES` tuples
-(:class:`EnumerationTooLargeError`). From :data:`PROGRESS_MIN_KERNELS` kernel evaluations on,
+Enumeration is refused above :data:`MAX_DRAFT_TUPLES` tuples, and any run above
+:data:`MAX_KERNEL_WORK` units of kernel work (evaluations x K x (L + 1) x n), before it starts
+(:class:`EnumerationTooLargeError`). From :data:`PROGRESS_MIN_KERNELS` kernel evaluations
+(or :data:`PROGRESS_MIN_WORK` units of work) on,
 a progress bar over them goes to stderr when it is a terminal
 (:func:`~spectr_gbv.core.progress.progress`; silenced by ``--quiet`` or ``SPECTR_GBV_QUIET=1``).
 """
@@ -45,6 +47,15 @@ from spectr_gbv.core.progress import progress
 from spectr_gbv.core.tabular import TabularAR
 from spectr_gbv.reference.base import Verifier, VerifyInput
 from spectr_gbv.reference.registry import get_verifier
+from spectr_gbv.simulate.structured import (
+    ESTIMATE_CAP,
+    StructuredLaw,
+    StructureError,
+    StructureTooLargeError,
+    declared_structure,
+    structured_kernels,
+    structured_law,
+)
 
 #: Largest number of draft tuples (ordered tuples, or multisets for symmetric verifiers) the
 #: simulator enumerates. Exact kernels cost ~0.3-1 ms each (mdbv: n=3, L=3, K=3, 15,625
@@ -54,6 +65,15 @@ MAX_DRAFT_TUPLES = 200_000
 #: A progress bar (:func:`~spectr_gbv.core.progress.progress`: on a terminal, unless quiet) is
 #: shown when at least this many kernels are evaluated (about a second or more of work).
 PROGRESS_MIN_KERNELS = 2_000
+
+#: Largest kernel work the simulator starts: kernel evaluations x K x (L + 1) x n (each kernel
+#: reads K drafts' L + 1 target rows of n entries; measured ~10 us per unit on one core, so
+#: the limit bounds a run to about two minutes). Checked before any kernel runs, on the tuple
+#: path (tuples) and on a structured path (its estimate).
+MAX_KERNEL_WORK = 10_000_000
+
+#: A progress bar is also shown from this much kernel work on (about a second).
+PROGRESS_MIN_WORK = 100_000
 
 #: Float instances: ``lossless`` means ``validity_defect <= FLOAT_DEFECT_TOL``.
 FLOAT_DEFECT_TOL = 1e-9
@@ -169,14 +189,32 @@ class DraftTable:
         return cls(tokens, probs, gather(q, L), gather(p, L + 1))
 
 
-def count_draft_tuples(num_drafts_support: int, num_drafts: int, multisets: bool) -> int:
-    """Ordered tuples ``m^K`` or multisets ``C(m + K - 1, K)`` of ``m`` single drafts."""
+def count_draft_tuples(num_drafts_support: int, num_drafts: int, multisets: bool, *, cap: int | None = None) -> int:
+    """Ordered tuples ``m^K`` or multisets ``C(m + K - 1, K)`` of ``m`` single drafts.
+
+    With ``cap``, a count above it is returned as ``cap``, decided by logarithms before any
+    big integer is built (``K = 10**9`` costs nothing).
+    """
     m, K = num_drafts_support, num_drafts
-    return math.comb(m + K - 1, K) if multisets else m**K
+    if cap is not None and m > 1:
+        log_count = math.lgamma(m + K) - math.lgamma(K + 1) - math.lgamma(m) if multisets else K * math.log(m)
+        if log_count > math.log(cap) + 1:
+            return cap
+    count = math.comb(m + K - 1, K) if multisets else m**K
+    return count if cap is None else min(count, cap)
+
+
+def _work_text(work: int) -> str:
+    """Kernel work with its time estimate (~10 us per unit)."""
+    seconds = work * 1e-5
+    when = f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
+    return f"{_count_text(work)} units of kernel work (about {when})" if work < ESTIMATE_CAP else "over 10^18 units"
 
 
 def _count_text(count: int) -> str:
     """``count`` in digits, or as ``~10^d`` when it has more than 15 digits (huge ints cannot always be printed)."""
+    if count >= ESTIMATE_CAP:
+        return "over 10^18"
     return str(count) if count < 10**15 else f"~10^{math.log10(count):.0f}"
 
 
@@ -255,12 +293,72 @@ def expected_accepted(law: Mapping[tuple[int, ...], Scalar]) -> Scalar:
     return math.fsum(float(v) * (len(o) - 1) for o, v in law.items())
 
 
+def _enumerate_tuples(
+    verifier: Verifier,
+    table: DraftTable,
+    K: int,
+    exact: bool,
+    diag: dict[str, Any],
+    per_kernel: int = 1,
+    max_work: int | None = None,
+) -> tuple[dict[tuple[int, ...], Scalar], int]:
+    """The law averaged tuple by tuple (multisets when symmetric), grouped by law key; fills ``diag``.
+
+    The kernel work (groups x ``per_kernel``) is checked against ``max_work`` after the cheap
+    grouping and before any kernel runs.
+    """
+    m = len(table.tokens)
+    idx, mult = _tuples(m, K, verifier.symmetric)
+    weights = table.probs[idx]
+    tuple_prob = weights.prod(axis=1) if len(idx) else weights.sum(axis=1)
+    tuple_prob = tuple_prob * (mult.astype(object) if exact else mult)
+
+    # group by law key (default keys are the index tuples themselves: no grouping needed)
+    groups: dict[Any, list[Any]] = {}
+    default_key = type(verifier).law_key is Verifier.law_key
+    singles = [tuple(int(v) for v in row) for row in table.tokens]
+    for row, w in zip(idx.tolist(), tuple_prob.tolist(), strict=True):
+        key = tuple(row) if default_key else verifier.law_key(tuple(singles[i] for i in row))
+        entry = groups.get(key)
+        if entry is None:
+            groups[key] = [row, w]
+        else:
+            entry[1] = entry[1] + w
+
+    if max_work is not None and len(groups) * per_kernel > max_work:
+        L, n = table.tokens.shape[1], table.target_rows.shape[2]
+        kind = "draft multisets" if verifier.symmetric else "ordered draft tuples"
+        raise EnumerationTooLargeError(
+            f"n={n}, L={L}, K={K}: {_count_text(len(groups))} kernels (over {_count_text(len(idx))} {kind}) "
+            f"x K x (L+1) x n = {_work_text(len(groups) * per_kernel)}, above max_work={max_work}"
+        )
+    zero: Scalar = Fraction(0) if exact else 0.0
+    law: dict[tuple[int, ...], Scalar] = {}
+    quiet = True if len(groups) < PROGRESS_MIN_KERNELS and len(groups) * per_kernel < PROGRESS_MIN_WORK else None
+    with progress(len(groups), f"{verifier.name} K={K}", quiet=quiet, unit="kernel") as bar:
+        for row, w in groups.values():
+            batch = VerifyInput(table.tokens[row], table.draft_rows[row], table.target_rows[row], exact)
+            for o, prob in verifier.outcome_law_checked(batch).items():
+                law[o] = law.get(o, zero) + w * prob
+            d = verifier.last_diagnostics
+            if d.get("clamped", 0):
+                diag["clamped"] += d["clamped"]
+                diag["clamped_draft_mass"] += w
+            if d.get("residual_fallbacks", 0):
+                diag["residual_fallbacks"] += d["residual_fallbacks"]
+                diag["fallback_draft_mass"] += w
+            bar.update()
+    return law, len(groups)
+
+
 def simulate_exact(
     instance: Instance,
     method: str | Verifier,
     num_drafts: int,
     *,
     max_tuples: int = MAX_DRAFT_TUPLES,
+    fast: bool = True,
+    max_work: int = MAX_KERNEL_WORK,
 ) -> ExactResult:
     r"""Exact output law, E[tau] and validity defect of one verification iteration.
 
@@ -277,7 +375,15 @@ def simulate_exact(
     num_drafts : int
         K >= 1.
     max_tuples : int
-        Refuse to enumerate more tuples than this (default :data:`MAX_DRAFT_TUPLES`).
+        Refuse to enumerate more tuples than this (default :data:`MAX_DRAFT_TUPLES`); on a
+        structured path, the limit on its kernel evaluations.
+    fast : bool
+        Use the verifier's structured path when it has one and the instance is exact
+        (default True; :mod:`spectr_gbv.simulate.structured`). False enumerates every draft
+        tuple; both give the same law to the last rational digit.
+    max_work : int
+        Refuse a run whose kernel evaluations x K x (L + 1) x n exceed this (default
+        :data:`MAX_KERNEL_WORK`), decided before any kernel runs.
 
     Returns
     -------
@@ -288,7 +394,8 @@ def simulate_exact(
     ValueError
         Unknown method, K < 1.
     EnumerationTooLargeError
-        More than ``max_tuples`` tuples (the message names n, L, K and the count).
+        More than ``max_tuples`` tuples, or more than ``max_work`` units of kernel work (the
+        message names n, L, K, the count and the time estimate).
 
     References
     ----------
@@ -313,53 +420,50 @@ def simulate_exact(
     table = DraftTable.from_instance(instance)
     m = len(table.tokens)
     multisets = verifier.symmetric
-    count = count_draft_tuples(m, K, multisets)
-    if count > max_tuples:
-        kind = "draft multisets" if multisets else "ordered draft tuples"
-        raise EnumerationTooLargeError(
-            f"n={n}, L={L}, K={K}: {_count_text(count)} {kind} over {m} drafts of positive probability exceed "
-            f"the limit {max_tuples}"
-        )
-    idx, mult = _tuples(m, K, multisets)
-    weights = table.probs[idx]
-    tuple_prob = weights.prod(axis=1) if len(idx) else weights.sum(axis=1)
-    tuple_prob = tuple_prob * (mult.astype(object) if exact else mult)
-
-    # group by law key (default keys are the index tuples themselves: no grouping needed)
-    groups: dict[Any, list[Any]] = {}
-    default_key = type(verifier).law_key is Verifier.law_key
-    singles = [tuple(int(v) for v in row) for row in table.tokens]
-    for row, w in zip(idx.tolist(), tuple_prob.tolist(), strict=True):
-        key = tuple(row) if default_key else verifier.law_key(tuple(singles[i] for i in row))
-        entry = groups.get(key)
-        if entry is None:
-            groups[key] = [row, w]
-        else:
-            entry[1] = entry[1] + w
-
+    count = count_draft_tuples(m, K, multisets, cap=ESTIMATE_CAP)
+    per_kernel = K * (L + 1) * n
     zero: Scalar = Fraction(0) if exact else 0.0
-    law: dict[tuple[int, ...], Scalar] = {}
     diag: dict[str, Any] = {
         "clamped": 0,
         "clamped_draft_mass": zero,
         "residual_fallbacks": 0,
         "fallback_draft_mass": zero,
     }
-    quiet = True if len(groups) < PROGRESS_MIN_KERNELS else None
-    bar = progress(len(groups), f"{verifier.name} K={K}", quiet=quiet, unit="kernel")
-    with bar:
-        for row, w in groups.values():
-            batch = VerifyInput(table.tokens[row], table.draft_rows[row], table.target_rows[row], exact)
-            for o, prob in verifier.outcome_law_checked(batch).items():
-                law[o] = law.get(o, zero) + w * prob
-            d = verifier.last_diagnostics
-            if d.get("clamped", 0):
-                diag["clamped"] += d["clamped"]
-                diag["clamped_draft_mass"] += w
-            if d.get("residual_fallbacks", 0):
-                diag["residual_fallbacks"] += d["residual_fallbacks"]
-                diag["fallback_draft_mass"] += w
-            bar.update()
+    estimate = structured_kernels(verifier, instance, K) if fast else None
+    structured: StructuredLaw | None = None
+    if estimate is not None and estimate <= max_tuples:
+        shape = declared_structure(verifier)
+        # a draft_scan step reads one draft; the other shapes' kernels read K (or c <= K) drafts
+        step, step_text = ((L + 1) * n, "(L+1) x n") if shape == "draft_scan" else (per_kernel, "K x (L+1) x n")
+        if estimate * step > max_work:
+            raise EnumerationTooLargeError(
+                f"n={n}, L={L}, K={K}: the {shape} path needs {_count_text(estimate)} kernel evaluations "
+                f"x {step_text} = {_work_text(estimate * step)}, above max_work={max_work}"
+            )
+        quiet = True if estimate < PROGRESS_MIN_KERNELS and estimate * step < PROGRESS_MIN_WORK else None
+        with progress(estimate, f"{verifier.name} K={K}", quiet=quiet, unit="kernel") as bar:
+            try:
+                structured = structured_law(verifier, instance, table, K, max_tuples, bar)
+            except (StructureTooLargeError, StructureError):
+                structured = None  # the tuple enumeration below decides (or refuses)
+    if structured is not None:
+        law = structured.law
+        enumeration, num_kernels = structured.structure, structured.num_kernels
+        # the run was allowed, so K <= max_tuples: the exact count is a cheap big integer
+        count = count_draft_tuples(m, K, multisets)
+    else:
+        if count > max_tuples:
+            kind = "draft multisets" if multisets else "ordered draft tuples"
+            path = ""
+            if estimate is not None:
+                need = "over 10^18" if estimate >= ESTIMATE_CAP else _count_text(estimate)
+                path = f"; the {declared_structure(verifier)} path would need {need} kernel evaluations"
+            raise EnumerationTooLargeError(
+                f"n={n}, L={L}, K={K}: {_count_text(count)} {kind} over {m} drafts of positive probability "
+                f"exceed the limit {max_tuples}{path}"
+            )
+        law, num_kernels = _enumerate_tuples(verifier, table, K, exact, diag, per_kernel, max_work)
+        enumeration = "multiset" if multisets else "ordered"
 
     defect = validity_defect(instance.target, law, L)
     tol = (verifier.kernel_tolerance if exact else FLOAT_DEFECT_TOL) or None
@@ -376,8 +480,8 @@ def simulate_exact(
         tolerance=tol,
         output_law=law,
         num_draft_tuples=count,
-        enumeration="multiset" if multisets else "ordered",
-        num_kernels=len(groups),
+        enumeration=enumeration,
+        num_kernels=num_kernels,
         diagnostics=diag,
     )
 
@@ -385,7 +489,9 @@ def simulate_exact(
 __all__ = [
     "FLOAT_DEFECT_TOL",
     "MAX_DRAFT_TUPLES",
+    "MAX_KERNEL_WORK",
     "PROGRESS_MIN_KERNELS",
+    "PROGRESS_MIN_WORK",
     "DraftTable",
     "EnumerationTooLargeError",
     "ExactResult",

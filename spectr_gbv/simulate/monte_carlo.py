@@ -28,6 +28,8 @@ import numpy as np
 from scipy import stats
 
 from spectr_gbv.core.instance import Instance
+from spectr_gbv.core.numbers import check_seed
+from spectr_gbv.core.progress import progress
 from spectr_gbv.core.tabular import TabularAR
 from spectr_gbv.reference.base import Verifier, VerifyInput
 from spectr_gbv.reference.greedy_bv import GreedyCoupling, sample_outcome
@@ -170,6 +172,9 @@ def pooled_g_test(observed: np.ndarray, expected_prob: np.ndarray) -> GTest:
 
 #: Largest K * L * N (draft tokens sampled) :func:`monte_carlo` accepts (minutes of pure Python).
 MAX_DRAFT_TOKENS = 50_000_000
+#: Draft tokens (iterations x K x L) from which :func:`monte_carlo` shows a progress bar with
+#: an ETA (on a terminal, unless quiet).
+PROGRESS_MIN_DRAFT_TOKENS = 200_000
 
 
 def g_test_power(num_samples: int, df: int, alpha: float, tv: float = POWER_TV) -> float:
@@ -321,7 +326,8 @@ def monte_carlo(
     Raises
     ------
     ValueError
-        Bad K, N, alpha, confidence, more than :data:`MAX_DRAFT_TOKENS` draft tokens in all,
+        Bad K, N, alpha, confidence, a negative or non-int ``seed``, more than
+        :data:`MAX_DRAFT_TOKENS` draft tokens in all,
         or an unknown / unsupported method.
 
     References
@@ -333,6 +339,8 @@ def monte_carlo(
         raise ValueError(f"num_drafts (K) must be an int >= 1, got {num_drafts!r}")
     if not isinstance(num_iterations, int) or num_iterations < 100:
         raise ValueError(f"num_iterations must be an int >= 100, got {num_iterations!r}")
+    if not isinstance(instance, Instance):
+        raise TypeError(f"instance: expected an Instance, got {type(instance).__name__}")
     if num_drafts * instance.L * num_iterations > MAX_DRAFT_TOKENS:
         raise ValueError(
             f"num_drafts (K) = {num_drafts} x L = {instance.L} x num_iterations = {num_iterations} draft tokens "
@@ -342,6 +350,7 @@ def monte_carlo(
         raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
+    seed = check_seed(seed, "seed")
     inst = instance.to_float()
     p, L, n, K = inst.target, inst.L, inst.n, num_drafts
     one_iteration = _iteration_sampler(inst, method, K)
@@ -349,7 +358,11 @@ def monte_carlo(
     m = _tested_length(n, L)
     taus = np.empty(num_iterations, dtype=np.int64)
     counts = np.zeros(n**m, dtype=np.int64)
+    quiet = True if num_iterations * K * L < PROGRESS_MIN_DRAFT_TOKENS else None
+    bar = progress(num_iterations, f"{method if isinstance(method, str) else method.name} K={K}", quiet=quiet)
     for it in range(num_iterations):
+        if it % 1000 == 999:
+            bar.update(1000)
         out, carried = one_iteration(rng)
         taus[it] = len(out) - 1
         seq = list(out)
@@ -358,6 +371,7 @@ def monte_carlo(
             row = carried[rest] if carried is not None and rest in carried else p.cond(seq, extend=True)
             seq.append(_sample_token(row, rng))
         counts[int(np.ravel_multi_index(tuple(seq[:m]), (n,) * m))] += 1
+    bar.close()
     expected = np.array([float(p.prob(y, extend=True)) for y in itertools.product(range(n), repeat=m)])
     test = pooled_g_test(counts, expected)  # an output p gives probability 0: g = inf, p = 0
     g, pval, df = test.g, test.p_value, max(test.df, 1)

@@ -86,12 +86,14 @@ def test_simulate_exact_shows_a_bar_only_for_many_kernels(monkeypatch):
 
     fake = FakeTTY()
     monkeypatch.setattr(sys, "stderr", fake)
-    small = exact.simulate_exact(default_instance(), "mdbv", 2)  # 16 kernels: below the threshold
+    small = exact.simulate_exact(default_instance(), "mdbv", 2, fast=False)  # 16 kernels: below the threshold
     assert small.num_kernels < exact.PROGRESS_MIN_KERNELS and fake.getvalue() == ""
     monkeypatch.setattr(exact, "PROGRESS_MIN_KERNELS", 16)
-    again = exact.simulate_exact(default_instance(), "mdbv", 2)
+    again = exact.simulate_exact(default_instance(), "mdbv", 2, fast=False)
     assert "mdbv K=2:" in fake.getvalue() and f" 0/{again.num_kernels} " in fake.getvalue()
     assert again.expected_accepted == small.expected_accepted == exact.Fraction(61, 36)
+    tree = exact.simulate_exact(default_instance(), "rrs", 2)  # structured: at most 3 nodes x (2 + 4) kernels
+    assert "rrs K=2:" in fake.getvalue() and " 0/18 " in fake.getvalue() and tree.enumeration == "draft_tree"
 
 
 def test_lp_shows_its_stages_only_when_large(monkeypatch):

@@ -139,15 +139,22 @@ def test_float_instance_agrees_with_exact(K):
 
 
 def test_result_fields_and_enumeration_kind():
-    res = simulate_exact(default_instance(), "gbv_multipath", 3)
+    res = simulate_exact(default_instance(), "gbv_multipath", 3, fast=False)
     assert (res.method, res.K, res.L, res.n, res.exact) == ("gbv_multipath", 3, 2, 2, True)
     assert res.enumeration == "multiset" and res.num_draft_tuples == 20  # C(4 + 2, 3)
     assert res.block_efficiency == res.expected_accepted + 1
-    res = simulate_exact(default_instance(), "mdbv", 3)
+    res = simulate_exact(default_instance(), "mdbv", 3, fast=False)
     assert res.enumeration == "ordered" and res.num_draft_tuples == 64
-    res = simulate_exact(default_instance(), "sd", 3)
+    res = simulate_exact(default_instance(), "sd", 3, fast=False)
     assert res.num_kernels == 4  # grouped by the first draft
-    assert simulate_exact(default_instance(), "ar", 3).num_kernels == 1
+    assert simulate_exact(default_instance(), "ar", 3, fast=False).num_kernels == 1
+    # the structured paths (exact instances): one kernel per draft, per (node, drafts), per scan step
+    res = simulate_exact(default_instance(), "gbv_multipath", 3)
+    assert (res.enumeration, res.num_draft_tuples, res.num_kernels) == ("selected_draft", 20, 4)
+    res = simulate_exact(default_instance(), "rrs", 3)
+    assert (res.enumeration, res.num_draft_tuples, res.num_kernels) == ("draft_tree", 64, 8 + 2 * (2 + 4 + 8))
+    assert simulate_exact(default_instance(), "mdbv", 3).enumeration == "draft_scan"
+    assert simulate_exact(default_instance().to_float(), "mdbv", 3).enumeration == "ordered"
 
 
 def test_multiset_and_ordered_enumerations_agree():
@@ -192,9 +199,13 @@ def test_errors():
     with pytest.raises(ValueError, match=r"num_drafts \(K\) must be an int >= 1"):
         simulate_exact(inst, "mdbv", 0)
     with pytest.raises(EnumerationTooLargeError, match=r"n=2, L=2, K=3: 64 ordered draft tuples"):
-        simulate_exact(inst, "mdbv", 3, max_tuples=63)
+        simulate_exact(inst, "mdbv", 3, max_tuples=63, fast=False)
     with pytest.raises(EnumerationTooLargeError, match=r"n=2, L=2, K=3: 20 draft multisets"):
-        simulate_exact(inst, "gbv_multipath", 3, max_tuples=19)
+        simulate_exact(inst, "gbv_multipath", 3, max_tuples=19, fast=False)
+    # the structured paths count kernel evaluations against the same limit
+    assert simulate_exact(inst, "mdbv", 3, max_tuples=63).num_kernels <= 63
+    with pytest.raises(EnumerationTooLargeError, match=r"64 ordered draft tuples .* draft_tree path would need 42"):
+        simulate_exact(inst, "rrs", 3, max_tuples=41)
     big = random_instance(3, 3, 0, exact=False)
     with pytest.raises(EnumerationTooLargeError, match=r"n=3, L=3, K=4: 531441 ordered"):
         simulate_exact(big, "mdbv", 4)

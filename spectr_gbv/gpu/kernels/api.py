@@ -52,9 +52,14 @@ def check_method(method: str, allow_lossy: bool = False) -> KernelFn:
     Raises
     ------
     ValueError
-        Unknown method (the message lists :data:`KERNEL_METHODS`), or a lossy method without
-        ``allow_lossy=True``.
+        Unknown method or one that is not a ``str`` (the message lists :data:`KERNEL_METHODS`),
+        or a lossy method without ``allow_lossy=True``.
     """
+    if not isinstance(method, str):
+        raise ValueError(
+            f"method must be a str naming one kernel method, got {type(method).__name__} {method!r:.80}; "
+            f"valid: {', '.join(KERNEL_METHODS)}"
+        )
     if method not in KERNELS:
         raise ValueError(f"method: unknown kernel method {method!r}; valid: {', '.join(KERNEL_METHODS)}")
     if method in LOSSY_METHODS and not allow_lossy:
@@ -113,7 +118,7 @@ def verify(
     Raises
     ------
     ValueError
-        Unknown or (without ``allow_lossy``) lossy method; any input problem listed in
+        Unknown or non-str or (without ``allow_lossy``) lossy method; any input problem listed in
         :func:`~spectr_gbv.gpu.kernels.common.validate_inputs` (wrong type, dtype, shape or
         device; drafted ids outside ``[0, V)``; NaN/inf/negative entries; rows not summing to 1
         within 1e-4 (float32) or 1e-9 (float64); a drafted token of draft probability 0).

@@ -80,18 +80,25 @@ def select_path(inputs: KernelInputs) -> torch.Tensor:
 def skewed_rows(tokens: torch.Tensor, p_rows: torch.Tensor, q_rows: torch.Tensor, K: int) -> torch.Tensor:
     r"""Conditionals of the lexicographic maximum of K i.i.d. drafts along the selected path.
 
-    At depth t with c = q(u) / (A + q(u)) (A = q-mass of the length-t prefixes ranked below u;
-    c = 1 at the root), b(v) = q-mass of the tokens ranked below v at u and
-    :math:`\ell(v) = 1 - c(1 - b(v))`:
+    At depth t with c = q(u) / (A + q(u)) and d = 1 - c = A / (A + q(u)) (A = q-mass of the
+    length-t prefixes ranked below u; c = 1, d = 0 at the root), b(v) = q-mass of the tokens
+    ranked below v at u, :math:`\ell(v) = d + c\,b(v)` and :math:`h(v) = \ell(v) + c\,q(v)`:
 
     .. math::
-        q_{skew}(v|u) \propto \frac{(\ell + c\,q(v))^K - \ell^K}{c}
-            = \sum_{j=1}^K \binom{K}{j} \ell^{K-j} c^{j-1} q(v)^j
+        q_{skew}(v|u) \propto \frac{h^K - \ell^K}{c}
+            = q(v)\,\frac{h^K - \ell^K}{h - \ell}
+            = q(v)\, h^{K-1}\, \frac{1 - e^{-K\lambda}}{1 - e^{-\lambda}},
+        \qquad \lambda = \log(1 + c\,q(v)/\ell)
 
-    (THEORY.md section 6's formula with A, x, y, z divided by A + x; every term is
-    non-negative, so no cancellation, and c never divides, so c underflowing to 0 gives the
-    correct limit q). c is carried in float64:
-    :math:`c' = c\,q(x) / (1 - c(1 - b(x) - q(x)))`.
+    (THEORY.md section 6's formula with A, x, y, z divided by A + x). The last form is
+    evaluated in float64 in log space (``log1p``/``expm1``, then a softmax over v), so
+    nothing overflows for any K (no binomial coefficient is formed: ``math.comb(K, j)``
+    overflowed int64 from K = 68 on) and nothing cancels; ``l = 0`` gives
+    :math:`\lambda = \infty` and the factor 1 (the law :math:`h^{K-1} q`), and
+    :math:`K\lambda < 2^{-60}` (e.g. c underflowing to 0 on a long path) uses its limit K
+    (relative error below :math:`2^{-61}`), so the law tends to q, never to 0/0. c and d are
+    carried in float64 without cancellation: :math:`c' = c\,q(x)/h(x)`,
+    :math:`d' = \ell(x)/h(x)`. Work O(B L V) for any K.
 
     Parameters
     ----------
@@ -100,31 +107,46 @@ def skewed_rows(tokens: torch.Tensor, p_rows: torch.Tensor, q_rows: torch.Tensor
     p_rows, q_rows : Tensor [B, L, V]
         Target and draft rows along it.
     K : int
-        Number of drafts.
+        Number of drafts (>= 1).
 
     Returns
     -------
-    Tensor [B, L, V], dtype of ``q_rows``; rows sum to 1.
+    Tensor [B, L, V], dtype of ``q_rows``; rows sum to 1 (a mass below the dtype's smallest
+    number rounds to 0; :func:`~spectr_gbv.gpu.kernels.block.log_weight_step` handles a drafted
+    token of skewed probability 0).
     """
     B, L, V = q_rows.shape
     key = rank_ratio(p_rows, q_rows)
     order = torch.sort(key, dim=-1, stable=True).indices  # ascending key, ties by token id
-    q_sorted = torch.gather(q_rows, -1, order)
+    q64 = q_rows.to(torch.float64)
+    q_sorted = torch.gather(q64, -1, order)
     below_sorted = F.pad(torch.cumsum(q_sorted, -1)[..., :-1], (1, 0))
-    below = torch.empty_like(below_sorted).scatter_(-1, order, below_sorted)  # [B, L, V]
-    b_x = take(below, tokens).to(torch.float64)
-    q_x = take(q_rows, tokens).to(torch.float64)
-    cs = []
+    below = torch.empty_like(below_sorted).scatter_(-1, order, below_sorted)  # [B, L, V] float64
+    b_x, q_x = take(below, tokens), take(q64, tokens)  # [B, L]
+    cs, ds = [], []
     c = torch.ones(B, dtype=torch.float64, device=q_rows.device)
+    d = torch.zeros_like(c)
     for t in range(L):
         cs.append(c)
-        c = c * q_x[:, t] / (1.0 - c * (1.0 - b_x[:, t] - q_x[:, t]))
-    cc = torch.stack(cs, dim=1).to(q_rows.dtype).unsqueeze(-1)  # [B, L, 1]
-    ell = 1.0 - cc * (1.0 - below)
-    num = torch.zeros_like(q_rows)
-    for j in range(1, K + 1):
-        num = num + math.comb(K, j) * ell ** (K - j) * cc ** (j - 1) * q_rows**j
-    return num / num.sum(-1, keepdim=True)
+        ds.append(d)
+        ell_x = d + c * b_x[:, t]
+        hi_x = ell_x + c * q_x[:, t]
+        c, d = c * q_x[:, t] / hi_x, ell_x / hi_x
+    cc = torch.stack(cs, dim=1).unsqueeze(-1)  # [B, L, 1]
+    dd = torch.stack(ds, dim=1).unsqueeze(-1)
+    ell = dd + cc * below
+    hi = ell + cc * q64
+    live = q64 > 0  # then hi > 0
+    lam = torch.log1p(cc * q64 / torch.where(ell > 0, ell, 1.0))
+    lam = torch.where(ell > 0, lam, torch.inf)
+    small = K * lam < 2.0**-60
+    lam_s = torch.where(small | ~live, 1.0, lam)
+    ratio = torch.log(-torch.expm1(-K * lam_s)) - torch.log(-torch.expm1(-lam_s))
+    ratio = torch.where(small, math.log(K), ratio)
+    safe_hi = torch.where(live, hi, 1.0)
+    logw = torch.log(torch.where(live, q64, 1.0)) + (K - 1) * torch.log(safe_hi) + ratio
+    logw = torch.where(live, logw, -torch.inf)
+    return torch.softmax(logw, dim=-1).to(q_rows.dtype)
 
 
 def verify_gbv_multipath(inputs: KernelInputs, uniforms: UniformSource) -> VerifyOutput:

@@ -114,22 +114,13 @@ class _CappedRRS(RecursiveRejectionVerifier):
         self.name = name  # type: ignore[misc]
         self.updates, self.lag_target = updates, lag_target
 
-    def run(self, batch: VerifyInput, prep: Any, chooser: Chooser) -> Emission:
-        """The reference RRS walk, with the capped node rule."""
-        active = list(range(batch.K))
-        prefix: list[int] = []
-        for t in range(batch.L):
-            k0 = active[0]
-            p, q = batch.target_probs[k0, t], batch.draft_probs[k0, t]
-            tokens = [int(batch.drafts[j, t]) for j in active]
-            accept, final = capped_rrs_node(p, q, tokens, batch.exact, self.updates, self.lag_target)
-            first = chooser.first_success(accept)
-            if first is None:
-                return Emission(tuple(prefix), final)
-            token = tokens[first]
-            prefix.append(token)
-            active = [j for j in active if batch.drafts[j, t] == token]
-        return Emission(tuple(prefix), batch.target_probs[active[0], batch.L])
+    def node_step(
+        self, p: np.ndarray, q: np.ndarray, tokens: list[int], prefix: tuple[int, ...], exact: bool, chooser: Chooser
+    ) -> tuple[int | None, np.ndarray | None]:
+        """The reference RRS walk's node, with the capped node rule."""
+        accept, final = capped_rrs_node(p, q, tokens, exact, self.updates, self.lag_target)
+        first = chooser.first_success(accept)
+        return (first, None) if first is not None else (None, final)
 
 
 # ============================================================================ tiled inverse CDF
