@@ -8,6 +8,13 @@ targets with zero target probability are left out (validity forces them to 0). T
 solved by ``scipy.optimize.linprog(method="highs")`` in float64 with sparse constraint
 matrices, one exactly redundant row dropped (THEORY.md section 5, pitfall), and the returned
 kernel is re-checked in exact rational arithmetic (:class:`LPResult` fields ``*_defect``).
+OPT(K) LPs above :data:`COLGEN_MIN_NONZEROS` are solved by column generation over priority
+orders of the prefix tree (``spectr_gbv.theory._lp_colgen``): an exactly equivalent LP whose
+master has the size of the prefix tree, not of the multisets (n = 4, L = 3, K = 3 in about
+20 s instead of more than a minute; docs/results/lp_frontier.md). Before anything is built, an
+LP whose estimated peak memory (:func:`estimate_lp_memory`) exceeds
+:data:`MAX_LP_MEMORY_SHARE` of :func:`machine_memory`, or whose nonzeros exceed
+:data:`MAX_LP_NONZEROS`, is refused with a one-line :class:`LPTooLargeError`.
 An LP with at least :data:`LP_PROGRESS_NONZEROS` constraint nonzeros shows its stage
 (building, solving, exact recheck) on a one-line bar on stderr when it is a terminal
 (:func:`~spectr_gbv.core.progress.progress`; silenced by ``--quiet`` or ``SPECTR_GBV_QUIET=1``).
@@ -17,6 +24,7 @@ Values are expected *accepted* tokens E[tau]; add 1 for the per-iteration block 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -26,11 +34,32 @@ import numpy as np
 from spectr_gbv.core.progress import ProgressBar, progress
 from spectr_gbv.core.tabular import TabularAR
 from spectr_gbv.theory import _lp_build as build
+from spectr_gbv.theory import _lp_colgen as colgen
 from spectr_gbv.theory._checks import check_models
 from spectr_gbv.theory._lp_check import check_opt, check_ot, exact
 
-#: Largest number of constraint-matrix nonzeros an LP may have before it is refused.
+#: Largest number of constraint-matrix nonzeros a plain LP (OT(K), small OPT(K)) may have
+#: before it is refused by default, next to the memory estimate (:func:`estimate_lp_memory`);
+#: OPT(K) by column generation is refused by memory only unless ``max_nonzeros`` is passed.
 MAX_LP_NONZEROS = 20_000_000
+
+#: OPT(K) LPs with at most this many plain-LP nonzeros are solved as the plain multiset LP
+#: (a basic solution: small kernels whose entries snap to exact rationals, and under a second
+#: on this machine); larger ones by column generation (``spectr_gbv.theory._lp_colgen``).
+COLGEN_MIN_NONZEROS = 100_000
+
+#: Column generation is refused on prefix trees with more nodes than this (its time grows
+#: about as nodes^2.6 at K = 1 on this machine: 201 nodes 20 s, 401 nodes 124 s), before it
+#: starts; e.g. n = 2000, L = 1 (2,001 nodes, hours).
+MAX_COLGEN_NODES = 500
+
+#: Share of the machine's memory (:func:`machine_memory`) an LP may be estimated to need
+#: before it is refused with :class:`LPTooLargeError`.
+MAX_LP_MEMORY_SHARE = 0.5
+
+#: Factor applied to the fitted memory model of :func:`estimate_lp_memory` (the fit is within
+#: 1.3x of the peaks measured; HiGHS's factorisation fill can grow faster than linearly).
+LP_MEMORY_SAFETY = 2.0
 
 #: LPs with at least this many constraint nonzeros (about a second to build, solve and
 #: recheck) show a progress line (:func:`~spectr_gbv.core.progress.progress`).
@@ -42,7 +71,101 @@ Kernel = dict[Multiset, dict[tuple[int, ...], float]]
 
 
 class LPTooLargeError(ValueError):
-    """The LP for this (n, L, K) would exceed ``max_nonzeros``; raised before building it."""
+    """The LP for this (n, L, K) would exceed ``max_memory`` or ``max_nonzeros``; raised before building it.
+
+    The message is one line: the kind, n, L, K, the size (variables, constraints, nonzeros),
+    the estimated memory in GB against the limit, and the hint ``--no-lp``.
+    """
+
+
+def machine_memory() -> int:
+    """Total memory of this machine in bytes (the cgroup limit when it is lower).
+
+    Returns
+    -------
+    int
+        ``os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")``, or the cgroup v2
+        ``memory.max`` of this process when that is set and smaller; 0 if neither is readable.
+
+    Examples
+    --------
+    >>> machine_memory() > 0
+    True
+    """
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        total = 0
+    try:
+        with open("/sys/fs/cgroup/memory.max", encoding="ascii") as fh:
+            limit = fh.read().strip()
+        if limit.isdigit() and (total == 0 or int(limit) < total):
+            total = int(limit)
+    except OSError:
+        pass
+    return total
+
+
+#: Memory model constants (bytes), fitted to peak RSS above the interpreter's, measured with
+#: ``resource.getrusage`` on a 2-core machine (docs/results/lp_frontier.md): a plain LP
+#: (OT(K), OPT(K) with ``_method="full"``) costs about 650 B per nonzero in HiGHS plus the
+#: kernel read back; the column-generation OPT(K) costs per multiset (key and row dict) and
+#: per kernel entry, bounded by the plain LP's kernel variables; the exact recheck holds about
+#: four dense object arrays of Fractions over V^(L+1) (OPT) or V^L (OT).
+_BYTES_PER_NONZERO = 700
+_BYTES_PER_ROW = 2_000
+_BYTES_PER_MULTISET = 600
+_BYTES_PER_KERNEL_ENTRY = 100
+_BYTES_PER_CHECK_CELL = 1_000
+_BYTES_BASE = 50_000_000
+
+
+def estimate_lp_memory(
+    size: tuple[int, int, int], n: int, draft_length: int, kind: str, num_multisets: int, method: str = "colgen"
+) -> int:
+    r"""Estimated peak memory (bytes, safety factor included) of solving and rechecking one LP.
+
+    The model, fitted on measured peaks (see :data:`LP_MEMORY_SAFETY`):
+
+    - plain LP (``kind="ot"``, or OPT with ``method="full"``):
+      :math:`700\,\mathrm{nnz} + 2000\,\mathrm{rows}` (HiGHS's matrix copies and factors, the
+      float64 solution and the sparse kernel read back);
+    - OPT by column generation (``method="colgen"``): the master is of the size of the prefix
+      tree and negligible; :math:`600\,|\mathcal M| + 100\,E` with :math:`|\mathcal M|` the
+      multisets and E <= the plain LP's variables the kernel entries;
+    - both: the exact recheck, :math:`1000\,n^{L+1}` (OPT) or :math:`1000\,n^L` (OT), and
+      50 MB of fixed cost;
+
+    times :data:`LP_MEMORY_SAFETY`.
+
+    Parameters
+    ----------
+    size : tuple of int
+        (variables, constraints, nonzeros) of the plain LP (:func:`lp_size`).
+    n, draft_length : int
+        Vocabulary size and L.
+    kind : {"opt", "ot"}
+    num_multisets : int
+        Draft multisets C(D + K - 1, K), D the drafts with q(x^L) > 0.
+    method : {"colgen", "full"}
+        How OPT(K) is solved (ignored for OT).
+
+    Returns
+    -------
+    int
+        Bytes.
+
+    Examples
+    --------
+    >>> estimate_lp_memory((10**6, 10**4, 2 * 10**6), 4, 3, "ot", 1000) / 1e9
+    2.940128
+    """
+    cells = n ** (draft_length + (kind == "opt"))
+    if kind == "opt" and method == "colgen":
+        work = _BYTES_PER_MULTISET * num_multisets + _BYTES_PER_KERNEL_ENTRY * size[0]
+    else:
+        work = _BYTES_PER_NONZERO * size[2] + _BYTES_PER_ROW * size[1]
+    return int(LP_MEMORY_SAFETY * (_BYTES_BASE + work + _BYTES_PER_CHECK_CELL * cells))
 
 
 class LPSolveError(RuntimeError):
@@ -173,11 +296,31 @@ def lp_size(target: TabularAR, draft: TabularAR, num_drafts: int, draft_length: 
     return build.ot_size(len(drafts), num_targets, num_drafts)
 
 
-def _refuse_if_large(size: tuple[int, int, int], n: int, k: int, length: int, kind: str, limit: int) -> None:
-    if size[2] > limit:
+def _refuse_if_large(
+    size: tuple[int, int, int],
+    n: int,
+    k: int,
+    length: int,
+    kind: str,
+    limit: int | None,
+    max_memory: int | None,
+    num_multisets: int,
+    method: str = "colgen",
+) -> None:
+    """Raise :class:`LPTooLargeError` (one line) before building an LP over either limit."""
+    need = estimate_lp_memory(size, n, length, kind, num_multisets, method)
+    budget = int(MAX_LP_MEMORY_SHARE * machine_memory()) if max_memory is None else int(max_memory)
+    over = []
+    if budget > 0 and need > budget:
+        over.append(f"over the limit max_memory={budget / 1e9:.1f} GB")
+    nonzero_limit = MAX_LP_NONZEROS if limit is None else limit
+    if size[2] > nonzero_limit and (over or limit is not None or kind == "ot" or method == "full"):
+        over.append(f"over the limit max_nonzeros={nonzero_limit}")
+    if over:
         raise LPTooLargeError(
-            f"{kind.upper()}(K) LP for n={n}, L={length}, K={k} has {size[0]} variables, "
-            f"{size[1]} constraints and {size[2]} nonzeros, over the limit max_nonzeros={limit}"
+            f"{kind.upper()}(K) LP for n={n}, L={length}, K={k}: {size[0]} variables, {size[1]} constraints, "
+            f"{size[2]} nonzeros, about {need / 1e9:.1f} GB estimated, {' and '.join(over)}; "
+            "rerun with --no-lp to skip the LPs"
         )
 
 
@@ -205,8 +348,10 @@ def optimal_lossless(
     num_drafts: int,
     draft_length: int,
     *,
-    max_nonzeros: int = MAX_LP_NONZEROS,
+    max_nonzeros: int | None = None,
+    max_memory: int | None = None,
     time_limit: float | None = None,
+    _method: str = "auto",
 ) -> LPResult:
     r"""OPT(K): the best stateless lossless K-draft verifier, by linear programming.
 
@@ -229,10 +374,23 @@ def optimal_lossless(
         K >= 1 i.i.d. drafts.
     draft_length : int
         L >= 1 tokens per draft.
-    max_nonzeros : int
-        Refuse LPs with more constraint nonzeros (default :data:`MAX_LP_NONZEROS`).
+    max_nonzeros : int, optional
+        Refuse LPs whose plain multiset LP has more constraint nonzeros. Default: the plain
+        LP is refused above :data:`MAX_LP_NONZEROS`; column generation only by memory.
+    max_memory : int, optional
+        Refuse LPs estimated (:func:`estimate_lp_memory`) to need more bytes; default
+        :data:`MAX_LP_MEMORY_SHARE` of :func:`machine_memory`.
     time_limit : float, optional
-        HiGHS time limit in seconds (hitting it raises :class:`LPSolveError`).
+        HiGHS time limit in seconds (hitting it raises :class:`LPSolveError`); with column
+        generation, a limit on the whole loop.
+    _method : {"auto", "colgen", "full"}
+        Private: ``"full"`` solves the plain multiset LP (the formulation before column
+        generation, kept for ``bench/lp_frontier.py`` and the tests), ``"colgen"`` column
+        generation, ``"auto"`` the plain LP up to :data:`COLGEN_MIN_NONZEROS` nonzeros.
+        All give the same optimum (to HiGHS tolerances) and the same exact rechecks; the
+        kernels may differ (OPT(K) has many optimal kernels). ``num_variables``,
+        ``num_constraints`` and ``nonzeros`` report the plain LP's size (:func:`lp_size`)
+        either way; the column-generation rounds are in ``message``.
 
     Returns
     -------
@@ -244,7 +402,9 @@ def optimal_lossless(
     ValueError
         K, L < 1, mismatched models, or a target of depth < L (message names ``target``).
     LPTooLargeError
-        The LP would have more than ``max_nonzeros`` nonzeros (checked before building).
+        Over ``max_memory`` or ``max_nonzeros`` (checked before building; one line naming
+        n, L, K, the size, the estimated GB and ``--no-lp``), or column generation over more
+        than :data:`MAX_COLGEN_NODES` prefix-tree nodes.
     LPSolveError
         ``linprog`` status != 0 (status and message carried, never swallowed).
 
@@ -263,7 +423,31 @@ def optimal_lossless(
     target, draft = _checked(target, draft, num_drafts, draft_length, "opt")
     tree = build.prefix_tree(target, draft, draft_length)
     size = build.opt_size(tree, num_drafts)
-    _refuse_if_large(size, target.n, num_drafts, draft_length, "opt", max_nonzeros)
+    n_ms = build.num_multisets(len(tree.drafts), num_drafts)
+    if _method == "auto":
+        _method = "full" if size[2] <= COLGEN_MIN_NONZEROS else "colgen"
+    _refuse_if_large(size, target.n, num_drafts, draft_length, "opt", max_nonzeros, max_memory, n_ms, _method)
+    nodes = len(tree.node_len)
+    if _method == "colgen" and nodes > MAX_COLGEN_NODES:
+        raise LPTooLargeError(
+            f"OPT(K) LP for n={target.n}, L={draft_length}, K={num_drafts}: column generation over {nodes} "
+            f"prefix-tree nodes, over the limit MAX_COLGEN_NODES={MAX_COLGEN_NODES} (hours of solving); "
+            "rerun with --no-lp to skip the LPs"
+        )
+    if _method == "colgen":
+        with _stages(size, "opt", num_drafts) as bar:
+            _next_stage(bar, "solving (column generation, HiGHS)")
+            sol = colgen.solve_colgen(tree, num_drafts, time_limit)
+            if sol.status != 0:
+                raise LPSolveError("OPT", sol.status, sol.message)
+            _next_stage(bar, "kernel and exact recheck")
+            ms, _ = build.multisets(len(tree.drafts), num_drafts)
+            kernel = colgen.kernel_rows(tree, ms, _keys(tree.drafts, ms), sol)
+            checks = check_opt(kernel, target, draft, draft_length)
+            bar.update()
+        return LPResult(sol.value, "opt", num_drafts, draft_length, kernel, 0, sol.message, *size, *checks)
+    if _method != "full":
+        raise ValueError(f"_method must be 'auto', 'colgen' or 'full', got {_method!r}")
     with _stages(size, "opt", num_drafts) as bar:
         ms, mult = build.multisets(len(tree.drafts), num_drafts)
         mass = mult * np.prod(tree.q_drafts[ms], axis=1)
@@ -288,7 +472,8 @@ def optimal_coupling(
     num_drafts: int,
     draft_length: int,
     *,
-    max_nonzeros: int = MAX_LP_NONZEROS,
+    max_nonzeros: int | None = None,
+    max_memory: int | None = None,
     time_limit: float | None = None,
 ) -> LPResult:
     r"""OT(K): the best coupling of K i.i.d. drafts with a target block (stateful optimum).
@@ -305,8 +490,9 @@ def optimal_coupling(
         p and q, laws at every prefix of length 0..L-1 (at least), same vocabulary.
     num_drafts, draft_length : int
         K >= 1 and L >= 1.
-    max_nonzeros : int
-        As :func:`optimal_lossless`.
+    max_nonzeros, max_memory : int, optional
+        As :func:`optimal_lossless` for the plain LP (default :data:`MAX_LP_NONZEROS`; memory
+        model of :func:`estimate_lp_memory`).
     time_limit : float, optional
         HiGHS time limit in seconds.
 
@@ -320,7 +506,7 @@ def optimal_coupling(
     ValueError
         K, L < 1 or mismatched models.
     LPTooLargeError
-        The LP would have more than ``max_nonzeros`` nonzeros.
+        Over ``max_memory`` or ``max_nonzeros`` (checked before building).
     LPSolveError
         ``linprog`` status != 0.
 
@@ -340,7 +526,8 @@ def optimal_coupling(
     p_exact = exact(target.joint(L))
     targets = np.argwhere(np.asarray(p_exact > 0, dtype=bool)).astype(np.int64)
     size = build.ot_size(len(drafts), len(targets), num_drafts)
-    _refuse_if_large(size, target.n, num_drafts, L, "ot", max_nonzeros)
+    n_ms = build.num_multisets(len(drafts), num_drafts)
+    _refuse_if_large(size, target.n, num_drafts, L, "ot", max_nonzeros, max_memory, n_ms, "full")
     with _stages(size, "ot", num_drafts) as bar:
         ms, mult = build.multisets(len(drafts), num_drafts)
         mass = mult * np.prod(q_drafts[ms], axis=1)
