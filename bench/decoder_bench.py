@@ -11,14 +11,14 @@ embedding, first layer, final norm and head; so the draft is cheap and close to 
 as a real draft model is. With ``--model`` it loads a local checkpoint with
 ``AutoModelForCausalLM.from_pretrained(..., local_files_only=True)``, and the draft from
 ``--draft-model`` or, without it, the target's first ``--draft-layers`` layers
-(:func:`spectr_gbv.gpu.models.truncated_draft`, parameters shared).
+(:func:`spectr_gbv.gpu.models.draft.truncated_draft`, parameters shared).
 
 Per method it reports tokens/s, block efficiency (tokens per target call), the speed-up ratio
 over AR measured in the same run (same prompt, same number of tokens), and the verification
 kernel's time as a fraction of one target step (mean verify time per iteration / mean target
 time per iteration). The ratios are the claims; absolute numbers depend on the machine.
 Optionally it measures the batched law-test harness (runs/s of the first 3 tokens, B rows per
-``generate`` call) used by ``tests/gpu/test_end_to_end.py``.
+``generate`` call) used by ``tests/gpu/decoding/test_end_to_end.py``.
 """
 
 from __future__ import annotations
@@ -138,7 +138,7 @@ def main() -> None:
             draft = AutoModelForCausalLM.from_pretrained(args.draft_model, local_files_only=True).eval()
             label = f"{args.model} / {args.draft_model}"
         else:
-            from spectr_gbv.gpu.models import truncated_draft
+            from spectr_gbv.gpu.models.draft import truncated_draft
 
             draft = truncated_draft(target, args.draft_layers)
             label = f"{args.model} / its first {args.draft_layers} layers"

@@ -1,6 +1,6 @@
-"""Distil SmolLM2-135M-Instruct into the cheap draft of :mod:`spectr_gbv.gpu.draft_model`.
+"""Distil SmolLM2-135M-Instruct into the cheap draft of :mod:`spectr_gbv.gpu.models.draft`.
 
-Run: ``python bench/train_draft.py [--out spectr_gbv/gpu/data/smollm2_draft.safetensors]
+Run: ``python bench/train_draft.py [--out spectr_gbv/gpu/models/data/smollm2_draft.safetensors]
 [--layers 6] [--rank 64] [--vocab 8192] [--text-tokens 60000] [--sample-prompts 96]
 [--epochs 3] [--eval-prompts 32] [--threads 2] [--seed 0] [--device cpu]``  (about 25 minutes on a 2-core CPU)
 
@@ -42,16 +42,17 @@ from typing import Any
 
 import torch
 
-from spectr_gbv.gpu.draft_model import (
+from spectr_gbv.gpu.models.draft import (
     LORA_MODULES,
     RestrictedHead,
     acceptance_rate,
     load_draft,
     save_draft_weights,
     shipped_weights_path,
+    truncated_draft,
 )
-from spectr_gbv.gpu.models import load_target, truncated_draft
-from spectr_gbv.gpu.prompts import _stdlib_files, load_prompts
+from spectr_gbv.gpu.models.prompts import _stdlib_files, load_prompts
+from spectr_gbv.gpu.models.target import load_target
 
 TEACHER_TOP = 64
 WINDOW = 512
@@ -205,7 +206,7 @@ def student_loss(student: torch.nn.Module, batch: list[Item], to_subset: torch.T
 def export(
     student: torch.nn.Module, vocab_ids: torch.Tensor, layers: int, rank: int, lora_alpha: int, target: torch.nn.Module
 ) -> tuple[dict, dict]:
-    """The tensors and metadata :func:`spectr_gbv.gpu.draft_model.build_draft` expects."""
+    """The tensors and metadata :func:`spectr_gbv.gpu.models.draft.build_draft` expects."""
     tensors = {
         "vocab_ids": vocab_ids.clone(),
         "norm.weight": student.base_model.model.model.norm.weight.detach().clone(),

@@ -8,7 +8,9 @@ The top-level names are loaded on first use (PEP 562), so ``import spectr_gbv`` 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from spectr_gbv.core.lazy import lazy_getattr
 
 __version__ = "0.1.0"
 
@@ -18,15 +20,7 @@ if TYPE_CHECKING:
     from spectr_gbv.core import Instance, TabularAR, default_instance, load_instance, random_instance
 
 
-def __getattr__(name: str) -> Any:
-    """Load a top-level name from :mod:`spectr_gbv.core` on first access."""
-    if name in _CORE_NAMES:
-        import spectr_gbv.core as core
-
-        value = getattr(core, name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'spectr_gbv' has no attribute {name!r}")
+__getattr__ = lazy_getattr("spectr_gbv", dict.fromkeys(_CORE_NAMES, "core"), globals())
 
 
 def __dir__() -> list[str]:

@@ -3,7 +3,7 @@
 Nothing of the gpu layer is imported until :func:`run` (or :func:`build_config`) is called,
 so ``spectr-gbv --help`` works on a base install. The names listed in ``--help`` are
 :data:`PRESET_NAMES`, :data:`DATASET_NAMES` and :data:`METHOD_NAMES`, copies of those of
-:mod:`spectr_gbv.gpu.bench_config` (a test keeps them equal).
+:mod:`spectr_gbv.gpu.bench.config` (a test keeps them equal).
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from typing import Any
 
 from spectr_gbv.cli.common import UsageError, parse_ks
 
-#: ``spectr_gbv.gpu.bench_config.PRESETS``' keys (for ``--help``; a test keeps them equal).
+#: ``spectr_gbv.gpu.bench.config.PRESETS``' keys (for ``--help``; a test keeps them equal).
 PRESET_NAMES = ("quick", "full")
-#: ``spectr_gbv.gpu.bench_config.DATASETS``.
+#: ``spectr_gbv.gpu.bench.config.DATASETS``.
 DATASET_NAMES = ("humaneval", "gsm", "instruct", "cpython")
-#: ``spectr_gbv.gpu.bench_config.METHODS``.
+#: ``spectr_gbv.gpu.bench.config.METHODS``.
 METHOD_NAMES = ("ar", "sd", "bv", "spectr", "rrs", "mdbv", "gbv_multipath")
 
 
@@ -65,7 +65,7 @@ def _temperatures(text: str | None) -> tuple[float, ...] | None:
 
 
 def build_config(args: argparse.Namespace) -> Any:
-    """The :class:`~spectr_gbv.gpu.bench_config.BenchConfig` of the preset with the options applied.
+    """The :class:`~spectr_gbv.gpu.bench.config.BenchConfig` of the preset with the options applied.
 
     Raises
     ------
@@ -73,7 +73,7 @@ def build_config(args: argparse.Namespace) -> Any:
         A malformed option (the message names it).
     """
     try:
-        from spectr_gbv.gpu.bench_config import DATASETS, METHODS, PRESETS  # no torch import
+        from spectr_gbv.gpu.bench.config import DATASETS, METHODS, PRESETS  # no torch import
     except ImportError as exc:
         raise UsageError(f"needs the gpu extra ({exc}); run: pip install 'spectr_gbv[gpu,bench]'") from exc
     if args.preset not in PRESETS:
@@ -119,9 +119,10 @@ def run(args: argparse.Namespace) -> int:
     config = build_config(args)
     threads = _positive_int(args.threads, "--threads")
     try:
-        from spectr_gbv.gpu import bench_output, benchmark
-        from spectr_gbv.gpu.models import ModelFetchError
-        from spectr_gbv.gpu.prompts import MissingPackageError, PromptDataError
+        from spectr_gbv.gpu.bench import output as bench_output
+        from spectr_gbv.gpu.bench import runner as benchmark
+        from spectr_gbv.gpu.models.fetch import ModelFetchError
+        from spectr_gbv.gpu.models.prompts import MissingPackageError, PromptDataError
     except ImportError as exc:
         raise UsageError(f"needs the gpu extra ({exc}); run: pip install 'spectr_gbv[gpu,bench]'") from exc
     try:

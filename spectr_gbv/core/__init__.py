@@ -6,8 +6,9 @@ The names below are loaded on first use (PEP 562): importing a light submodule s
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from spectr_gbv.core.lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from spectr_gbv.core.instance import (
@@ -33,14 +34,7 @@ _SOURCES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """Load a name from its submodule on first access."""
-    source = _SOURCES.get(name)
-    if source is None:
-        raise AttributeError(f"module 'spectr_gbv.core' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"spectr_gbv.core.{source}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _SOURCES, globals())
 
 
 def __dir__() -> list[str]:

@@ -1,58 +1,69 @@
 """GPU layer: speculative decoding with Hugging Face causal LMs and batched verification kernels.
 
+Four subpackages, each one idea; imports go one way, kernels <- decoding <- models <- bench:
+
+* :mod:`spectr_gbv.gpu.kernels` - the batched verification kernels, :func:`verify`;
+* :mod:`spectr_gbv.gpu.decoding` - the decoding loop, caches, sampling, draft sources, stats;
+* :mod:`spectr_gbv.gpu.models` - the real target and drafts, fetching, the cache, conversion,
+  prompt sets;
+* :mod:`spectr_gbv.gpu.bench` - ``spectr-gbv bench``: grid, runner, results, output, peer,
+  predictions and the real-model law test.
+
+The flat modules of before issue 15 (``spectr_gbv.gpu.decoder``, ``spectr_gbv.gpu.benchmark``,
+...) still import for one release, with a ``DeprecationWarning`` (CHANGELOG.md lists old -> new).
+
 Public API (every name is imported lazily, on first access: ``import spectr_gbv.gpu`` needs
 no extra, using a name needs ``torch`` and, for the decoder and caches, ``transformers``, the
 ``gpu`` extra; the verification kernels in :mod:`spectr_gbv.gpu.kernels` are imported on the
 first verification):
 
+* :func:`verify` - the batched verification kernels (:mod:`spectr_gbv.gpu.kernels`);
+* :func:`load_target`, :func:`load_draft` - the real target and its distilled draft
+  (:mod:`spectr_gbv.gpu.models.target`, :mod:`spectr_gbv.gpu.models.draft`);
 * :class:`SpeculativeDecoder`, :class:`DecoderConfig` - the decoding loop
-  (:mod:`spectr_gbv.gpu.decoder`);
+  (:mod:`spectr_gbv.gpu.decoding.decoder`);
 * :class:`SamplingConfig`, :func:`process_logits` - temperature / top-k / top-p, applied
-  identically to target and draft (:mod:`spectr_gbv.gpu.sampling`);
+  identically to target and draft (:mod:`spectr_gbv.gpu.decoding.sampling`);
 * :class:`DraftSource`, :class:`HFDraftSource`, :class:`NGramDraftSource` - drafters that
-  return drafts with their exact laws (:mod:`spectr_gbv.gpu.draft_sources`);
-* :class:`DecodeStats` (:mod:`spectr_gbv.gpu.stats`);
-* :class:`RowCache` and the ``DynamicCache`` helpers (:mod:`spectr_gbv.gpu.cache`).
+  return drafts with their exact laws (:mod:`spectr_gbv.gpu.decoding.draft_sources`);
+* :class:`DecodeStats` (:mod:`spectr_gbv.gpu.decoding.stats`);
+* :class:`RowCache` and the ``DynamicCache`` helpers (:mod:`spectr_gbv.gpu.decoding.cache`).
 
 Layer rule: this package may import ``core``, ``theory``, ``reference`` and ``simulate``,
 never the reverse.
 """
 
-import importlib
-from typing import Any
+from spectr_gbv.core.lazy import lazy_getattr
 
 #: Public name -> defining module. Imported on first access, so ``import spectr_gbv.gpu.kernels``
 #: needs only torch (the decoder's cache helpers import transformers).
 _EXPORTS = {
-    "RowCache": "cache",
-    "crop_cache": "cache",
-    "repeat_cache_rows": "cache",
-    "select_cache_rows": "cache",
-    "LOSSLESS_METHODS": "decoder",
-    "LOSSY_METHODS": "decoder",
-    "SINGLE_DRAFT_METHODS": "decoder",
-    "DecoderConfig": "decoder",
-    "SpeculativeDecoder": "decoder",
-    "DraftSource": "draft_sources",
-    "HFDraftSource": "draft_sources",
-    "NGramDraftSource": "draft_sources",
-    "model_vocab_size": "draft_sources",
-    "SamplingConfig": "sampling",
-    "process_logits": "sampling",
-    "sample_from": "sampling",
-    "top_k_mask": "sampling",
-    "top_p_mask": "sampling",
-    "DecodeStats": "stats",
+    "RowCache": "decoding.cache",
+    "crop_cache": "decoding.cache",
+    "repeat_cache_rows": "decoding.cache",
+    "select_cache_rows": "decoding.cache",
+    "LOSSLESS_METHODS": "decoding.decoder",
+    "LOSSY_METHODS": "decoding.decoder",
+    "SINGLE_DRAFT_METHODS": "decoding.decoder",
+    "DecoderConfig": "decoding.decoder",
+    "SpeculativeDecoder": "decoding.decoder",
+    "DraftSource": "decoding.draft_sources",
+    "HFDraftSource": "decoding.draft_sources",
+    "NGramDraftSource": "decoding.draft_sources",
+    "model_vocab_size": "decoding.draft_sources",
+    "SamplingConfig": "decoding.sampling",
+    "process_logits": "decoding.sampling",
+    "sample_from": "decoding.sampling",
+    "top_k_mask": "decoding.sampling",
+    "top_p_mask": "decoding.sampling",
+    "DecodeStats": "decoding.stats",
+    "load_draft": "models.draft",
+    "load_target": "models.target",
+    "verify": "kernels",
 }
 
 
-def __getattr__(name: str) -> Any:
-    """Import the public names lazily (see :data:`_EXPORTS`)."""
-    if name in _EXPORTS:
-        value = getattr(importlib.import_module(f"spectr_gbv.gpu.{_EXPORTS[name]}"), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _EXPORTS, globals())
 
 
 __all__ = [
@@ -68,6 +79,8 @@ __all__ = [
     "SamplingConfig",
     "SpeculativeDecoder",
     "crop_cache",
+    "load_draft",
+    "load_target",
     "model_vocab_size",
     "process_logits",
     "repeat_cache_rows",
@@ -75,4 +88,5 @@ __all__ = [
     "select_cache_rows",
     "top_k_mask",
     "top_p_mask",
+    "verify",
 ]

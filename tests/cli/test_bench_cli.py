@@ -10,8 +10,9 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from spectr_gbv.cli.main import main  # noqa: E402
-from spectr_gbv.gpu import bench_extras, benchmark  # noqa: E402
-from tests.gpu.test_benchmark import Recorder, toy_encode  # noqa: E402
+from spectr_gbv.gpu.bench import extras as bench_extras  # noqa: E402
+from spectr_gbv.gpu.bench import runner as benchmark  # noqa: E402
+from tests.gpu.bench.test_benchmark import Recorder, toy_encode  # noqa: E402
 from tests.gpu.tiny_models import perturbed_copy, tiny_llama  # noqa: E402
 
 SMALL = ["--datasets", "cpython", "--prompts", "1", "--max-new-tokens", "6", "--K", "1,2", "--L", "2", "--T", "1.0"]
@@ -25,7 +26,7 @@ def tiny(monkeypatch):
 
     def fake_load_models(draft="distilled", device=None, cache_dir=None, progress=True):
         seen.append((draft, device, cache_dir))
-        target = tiny_llama(16, 0, num_layers=2)
+        target = tiny_llama(16, 0, num_layers=2, max_position_embeddings=1024)  # stdlib prompts: ~230 tokens
         return benchmark.BenchModels(target, perturbed_copy(target, 1, 0.3), toy_encode, None, "tiny", "tiny-draft")
 
     monkeypatch.setattr(benchmark, "load_models", fake_load_models)
@@ -106,7 +107,7 @@ def test_bad_options_exit_2_with_one_line(capsys, monkeypatch, argv, message):
 
 def test_missing_distilled_draft_is_a_usage_error(capsys, monkeypatch):
     def no_draft(*args, **kwargs):
-        raise ImportError("No module named 'spectr_gbv.gpu.draft_model'")
+        raise ImportError("No module named 'spectr_gbv.gpu.models.draft'")
 
     monkeypatch.setattr(benchmark, "load_models", no_draft)
     code, out, err = run_cli(capsys, "bench", "--device", "cpu", "--quiet")

@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from spectr_gbv.gpu import models
-from spectr_gbv.gpu.fetch import check_manifest
+from spectr_gbv.gpu.models import target as models
+from spectr_gbv.gpu.models.fetch import check_manifest
 
 
 def real_model_enabled() -> bool:

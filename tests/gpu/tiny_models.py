@@ -17,7 +17,7 @@ transformers = pytest.importorskip("transformers")
 
 from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
 
-from spectr_gbv.gpu.sampling import SamplingConfig, process_logits  # noqa: E402
+from spectr_gbv.gpu.decoding.sampling import SamplingConfig, process_logits  # noqa: E402
 from spectr_gbv.simulate.monte_carlo import g_test_power, pooled_g_test  # noqa: E402
 
 
@@ -29,6 +29,7 @@ def tiny_llama(
     num_layers: int = 1,
     initializer_range: float = 0.5,
     attn_implementation: str = "sdpa",
+    max_position_embeddings: int = 128,
 ) -> LlamaForCausalLM:
     """A random Llama causal LM (float32, eval mode) built from a config with a fixed seed."""
     config = LlamaConfig(
@@ -38,7 +39,7 @@ def tiny_llama(
         num_hidden_layers=num_layers,
         num_attention_heads=2,
         num_key_value_heads=1,
-        max_position_embeddings=128,
+        max_position_embeddings=max_position_embeddings,
         initializer_range=initializer_range,
         tie_word_embeddings=False,
         bos_token_id=0,

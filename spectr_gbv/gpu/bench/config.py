@@ -13,11 +13,14 @@ Lin et al., SpecTr-GBV, arXiv 2604.25925 (ablation axes K, L, T).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from spectr_gbv.gpu.prompts import DATASETS
+from spectr_gbv.gpu.models.prompts import DATASETS
+
+if TYPE_CHECKING:
+    import torch
 
 METHODS = ("ar", "sd", "bv", "spectr", "rrs", "mdbv", "gbv_multipath")
 """Methods benchmarked, in report order (stable names of the decoder)."""
@@ -258,3 +261,28 @@ PRESETS: dict[str, BenchConfig] = {
     ),
 }
 """Named configurations of ``spectr-gbv bench --preset``."""
+
+
+@dataclass
+class BenchModels:
+    """Target, draft and the tokenizer hooks of one benchmark.
+
+    Attributes
+    ----------
+    target : torch.nn.Module
+        Hugging Face causal LM p.
+    draft : torch.nn.Module or DraftSource
+        Draft q on the same vocabulary.
+    encode : callable (text: str, chat: bool, max_tokens: int) -> Tensor [T], int64
+        Prompt ids (through the chat template when ``chat``).
+    decode : callable (Tensor [N]) -> str, optional
+        For the sample continuations stored in the results.
+    target_name, draft_name : str
+    """
+
+    target: torch.nn.Module
+    draft: Any
+    encode: Callable[[str, bool, int], torch.Tensor]
+    decode: Callable[[torch.Tensor], str] | None = None
+    target_name: str = "target"
+    draft_name: str = "draft"

@@ -3,18 +3,18 @@ r"""The benchmark's side measurements: the peer, the bound-based predictions, th
 Each is a library function written elsewhere in :mod:`spectr_gbv.gpu`, imported lazily and
 called with fixed keyword arguments (an :class:`ExtraHooks` replaces them in tests):
 
-* peer - :func:`spectr_gbv.gpu.peer.assisted_generation_run` (``transformers`` assisted
+* peer - :func:`spectr_gbv.gpu.bench.peer.assisted_generation_run` (``transformers`` assisted
   generation, ``do_sample=True``) on the same pair and prompts at the centre (L_c, T_c), with
   ``num_assistant_tokens = L_c``; reported as ratios to our ``sd`` (K = 1) and ``mdbv`` (K_c)
   rows at the centre: target calls per generated token and tokens/s;
-* predictions - :func:`spectr_gbv.gpu.predict.predict_block_efficiency`: Monte Carlo
+* predictions - :func:`spectr_gbv.gpu.bench.predict.predict_block_efficiency`: Monte Carlo
   estimates of B(K) and B_BV(K) (expected accepted length E[tau]) averaged over the contexts met
   (each prompt followed by prefixes of its ``ar`` continuation at T_c, :func:`prediction_contexts`);
   predicted BE = 1 + B. ``bv`` rows are compared with 1 + B_BV(1), ``sd`` rows with 1 + the
   predictor's ``sd_value`` when it has one (else B_BV(1)), multi-draft rows with 1 + B(K) (B and
   B_BV are given for every row);
-* law test - :func:`spectr_gbv.gpu.real_lossless.first_tokens_law_test` on the fixed
-  :data:`~spectr_gbv.gpu.bench_config.LOSSLESS_PROMPTS` named in ``config.lossless_prompts``,
+* law test - :func:`spectr_gbv.gpu.bench.real_lossless.first_tokens_law_test` on the fixed
+  :data:`~spectr_gbv.gpu.bench.config.LOSSLESS_PROMPTS` named in ``config.lossless_prompts``,
   for each of ``config.lossless_methods`` (K = 1 for ``sd``/``bv``, else ``lossless_drafts``).
 
 A function that raises is recorded in ``BenchResult.errors`` (with the exception's type and
@@ -26,15 +26,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
-from spectr_gbv.gpu.bench_config import LOSSLESS_PROMPTS, SINGLE_DRAFT, BenchConfig
-from spectr_gbv.gpu.bench_results import BenchResult
-
-if TYPE_CHECKING:
-    from spectr_gbv.gpu.benchmark import BenchModels
+from spectr_gbv.gpu.bench.config import LOSSLESS_PROMPTS, SINGLE_DRAFT, BenchConfig, BenchModels
+from spectr_gbv.gpu.bench.results import BenchResult
 
 #: Columns of the peer rows (``transformers`` assisted generation), per dataset.
 PEER_FIELDS = (
@@ -60,19 +57,19 @@ LAW_TEST_FIELDS = ("g_statistic", "p_value", "dof", "runs", "power", "power_tv",
 
 
 def _peer_fn() -> Callable[..., Any]:
-    from spectr_gbv.gpu.peer import assisted_generation_run
+    from spectr_gbv.gpu.bench.peer import assisted_generation_run
 
     return assisted_generation_run
 
 
 def _predict_fn() -> Callable[..., Any]:
-    from spectr_gbv.gpu.predict import predict_block_efficiency
+    from spectr_gbv.gpu.bench.predict import predict_block_efficiency
 
     return predict_block_efficiency
 
 
 def _lossless_fn() -> Callable[..., Any]:
-    from spectr_gbv.gpu.real_lossless import first_tokens_law_test
+    from spectr_gbv.gpu.bench.real_lossless import first_tokens_law_test
 
     return first_tokens_law_test
 
@@ -84,11 +81,11 @@ class ExtraHooks:
     Attributes
     ----------
     peer : callable, optional
-        Signature of :func:`spectr_gbv.gpu.peer.assisted_generation_run`.
+        Signature of :func:`spectr_gbv.gpu.bench.peer.assisted_generation_run`.
     predict : callable, optional
-        Signature of :func:`spectr_gbv.gpu.predict.predict_block_efficiency`.
+        Signature of :func:`spectr_gbv.gpu.bench.predict.predict_block_efficiency`.
     lossless : callable, optional
-        Signature of :func:`spectr_gbv.gpu.real_lossless.first_tokens_law_test`.
+        Signature of :func:`spectr_gbv.gpu.bench.real_lossless.first_tokens_law_test`.
     """
 
     peer: Callable[..., Any] | None = None

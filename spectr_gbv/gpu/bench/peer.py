@@ -16,7 +16,7 @@ What transformers 5.x does, read from its source (``generation/utils.py::_assist
   schedule, threshold 0, so every round drafts exactly ``num_assistant_tokens`` tokens, fewer
   only where ``max_new_tokens`` caps them) and restores the draft's config afterwards.
 * Sampling: ``do_sample=True, top_k=0, top_p=1.0`` (plus neutral values for the other
-  warpers) and temperature T, the same law as :func:`spectr_gbv.gpu.sampling.process_logits`
+  warpers) and temperature T, the same law as :func:`spectr_gbv.gpu.decoding.sampling.process_logits`
   with ``SamplingConfig(T)``; ``top_k`` must be 0 explicitly (the library default is 50). The
   draft is sampled with the same processors and its processed scores are the q of the
   acceptance test. Passing ``temperature=T`` to ``generate`` would apply T twice on the draft
@@ -36,7 +36,7 @@ What transformers 5.x does, read from its source (``generation/utils.py::_assist
   so the output law stays exact but the peer looks worse than it is).
 * A draft whose head returns full-vocabulary logits with ``-inf`` outside a token subset
   works unchanged: its q is 0 there, such tokens are never drafted and are reached through
-  the residual ``max(p - q, 0)`` (tested in ``tests/gpu/test_peer.py``).
+  the residual ``max(p - q, 0)`` (tested in ``tests/gpu/bench/test_peer.py``).
 * Batch size 1 only (the library refuses more), so prompts run one at a time.
 
 Counting. A forward hook on the ``target`` module counts every target forward. In assisted
@@ -44,7 +44,7 @@ generation there is no separate prefill call: the prompt is encoded inside the f
 verification forward (prompt + first draft), and every forward, that one included, verifies
 one draft and emits at least one token. So ``target_calls`` is the number of verification
 rounds, nothing is excluded, and ``block_efficiency = tokens_generated / target_calls`` is the
-counterpart of :attr:`spectr_gbv.gpu.stats.DecodeStats.block_efficiency` (tokens per target
+counterpart of :attr:`spectr_gbv.gpu.decoding.stats.DecodeStats.block_efficiency` (tokens per target
 call, this package's own prefill call excluded). The last round is truncated to
 ``max_new_tokens`` by the library, so tokens past the budget are not counted (the package's
 ``DecodeStats.tokens_emitted`` counts them; ``tokens_generated`` does not). Draft forwards
@@ -186,7 +186,7 @@ def generate_kwargs(max_new_tokens: int, temperature: float) -> dict[str, object
     ----------
     transformers 5.x ``GenerationMixin._get_logits_processor`` (merge, then warpers) and
     ``AssistedCandidateGenerator``; library default ``top_k`` is 50;
-    :func:`spectr_gbv.gpu.sampling.process_logits`.
+    :func:`spectr_gbv.gpu.decoding.sampling.process_logits`.
     """
     from transformers import LogitsProcessorList, TemperatureLogitsWarper
 
@@ -290,7 +290,7 @@ def assisted_generation_run(
         Causal LM p (its device is used; eval mode is assumed).
     draft : transformers PreTrainedModel
         Assistant q on the same vocabulary, a different object from ``target`` (parameters may
-        be shared, e.g. :func:`spectr_gbv.gpu.models.truncated_draft`). Its
+        be shared, e.g. :func:`spectr_gbv.gpu.models.draft.truncated_draft`). Its
         ``generation_config`` is changed for the run and restored.
     prompts : list of Tensor [T_i], int64
         Token ids, one prompt per generation.

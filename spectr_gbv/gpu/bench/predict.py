@@ -49,9 +49,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from spectr_gbv.gpu.cache import RowCache
-from spectr_gbv.gpu.draft_sources import DraftSource, model_vocab_size
-from spectr_gbv.gpu.sampling import SamplingConfig, process_logits, sample_from
+from spectr_gbv.gpu.decoding.cache import RowCache
+from spectr_gbv.gpu.decoding.draft_sources import DraftSource, model_vocab_size
+from spectr_gbv.gpu.decoding.sampling import SamplingConfig, process_logits, sample_from
 
 #: Rows (sample paths) per batched forward; larger ``samples`` are split into chunks of this size.
 DEFAULT_BATCH_ROWS = 64
@@ -282,7 +282,7 @@ def predict_block_efficiency(
         Causal LM p (full attention; its device is used).
     draft : PreTrainedModel or DraftSource
         q on the same vocabulary. A model scores all paths in one batched forward; any other
-        :class:`~spectr_gbv.gpu.draft_sources.DraftSource` (e.g. an n-gram draft) is queried
+        :class:`~spectr_gbv.gpu.decoding.draft_sources.DraftSource` (e.g. an n-gram draft) is queried
         position by position through its protocol (``propose(1, 1)`` then ``commit``).
     contexts : list of Tensor [T_c], int64
         The contexts (prompt plus accepted tokens) at which a decoding step starts.
@@ -291,7 +291,7 @@ def predict_block_efficiency(
     draft_length : int
         L >= 1.
     temperature : float
-        T >= 0 for p and q alike (processing of :func:`spectr_gbv.gpu.sampling.process_logits`;
+        T >= 0 for p and q alike (processing of :func:`spectr_gbv.gpu.decoding.sampling.process_logits`;
         0 = greedy one-hot laws).
     samples : int
         S >= 2 continuations per context.

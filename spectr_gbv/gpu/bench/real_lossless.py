@@ -31,7 +31,7 @@ is visible. A test that passes at low power is inconclusive.
 References
 ----------
 THEORY.md section 2 (validity: the output law must be p); McDonald, Handbook of Biological
-Statistics (G-test); Cohen 1988, chapter 7 (power); ``tests/gpu/test_end_to_end.py`` (the
+Statistics (G-test); Cohen 1988, chapter 7 (power); ``tests/gpu/decoding/test_end_to_end.py`` (the
 same test on tiny models, by enumeration of V^m).
 """
 
@@ -44,10 +44,10 @@ import numpy as np
 import torch
 from scipy import stats
 
-from spectr_gbv.gpu.cache import RowCache
-from spectr_gbv.gpu.decoder import SpeculativeDecoder
-from spectr_gbv.gpu.draft_sources import DraftSource, model_vocab_size
-from spectr_gbv.gpu.sampling import SamplingConfig, process_logits
+from spectr_gbv.gpu.decoding.cache import RowCache
+from spectr_gbv.gpu.decoding.decoder import SpeculativeDecoder
+from spectr_gbv.gpu.decoding.draft_sources import DraftSource, model_vocab_size
+from spectr_gbv.gpu.decoding.sampling import SamplingConfig, process_logits
 from spectr_gbv.simulate.monte_carlo import g_test_power
 
 #: Smallest expected count of a named bin (the usual G/chi-square rule of thumb).
@@ -157,7 +157,7 @@ def exact_first_tokens_law(
     num_tokens : int
         m in {1, 2}.
     temperature : float
-        T >= 0, processing of :func:`spectr_gbv.gpu.sampling.process_logits` (float64).
+        T >= 0, processing of :func:`spectr_gbv.gpu.decoding.sampling.process_logits` (float64).
     runs : int
         N; outcomes with ``N * P >= 5`` are kept as named bins.
 
@@ -314,7 +314,7 @@ def first_tokens_law_test(
         q (``None`` only for ``ar``).
     prompt : Tensor [T], int64
     method : str
-        A decoder method (:data:`~spectr_gbv.gpu.decoder.LOSSLESS_METHODS`, or a lossy one with
+        A decoder method (:data:`~spectr_gbv.gpu.decoding.decoder.LOSSLESS_METHODS`, or a lossy one with
         ``allow_lossy=True``).
     num_drafts, draft_length : int
         K and L of the decoder (K = 1 for ``sd``/``bv``).
@@ -347,7 +347,7 @@ def first_tokens_law_test(
 
     References
     ----------
-    THEORY.md section 2; ``tests/gpu/test_end_to_end.py`` (tiny-model version); module docstring
+    THEORY.md section 2; ``tests/gpu/decoding/test_end_to_end.py`` (tiny-model version); module docstring
     (bins, power).
     """
     V = model_vocab_size(target)

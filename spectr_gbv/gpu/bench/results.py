@@ -1,6 +1,6 @@
 r"""Results of ``spectr-gbv bench``: per-configuration aggregates, speed-ups, step costs and the run estimate.
 
-Counting (THEORY.md section 2, :mod:`spectr_gbv.gpu.stats`): block efficiency BE = tokens
+Counting (THEORY.md section 2, :mod:`spectr_gbv.gpu.decoding.stats`): block efficiency BE = tokens
 emitted / target calls (prefill excluded; hardware-independent); tokens/s = tokens generated /
 wall time (prefill included); speed-up SR = tokens/s / the tokens/s of ``ar`` at the same
 temperature, measured in the same run on the same prompts with the same number of new tokens
@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from spectr_gbv.gpu.bench_config import SINGLE_DRAFT, BenchConfig
+from spectr_gbv.gpu.bench.config import SINGLE_DRAFT, BenchConfig
 
 
 @dataclass
@@ -64,7 +64,7 @@ class RunRow:
     ar_tokens_per_second: float = math.nan
 
     def add(self, stats: Any) -> None:
-        """Add one prompt's :class:`~spectr_gbv.gpu.stats.DecodeStats`."""
+        """Add one prompt's :class:`~spectr_gbv.gpu.decoding.stats.DecodeStats`."""
         self.prompts += 1
         for name in ("tokens_generated", "tokens_emitted", "row_iterations", "target_calls", "draft_calls"):
             setattr(self, name, getattr(self, name) + getattr(stats, name))
@@ -200,7 +200,7 @@ def measure_step_costs(
         ``decode_s`` (1 row x 1 position), ``score_s`` {"KxW": s}, ``score_over_decode``
         {"KxW": ratio}, ``draft_step_s`` {K: s} and ``draft_over_decode`` {K: ratio}.
     """
-    from spectr_gbv.gpu.cache import RowCache
+    from spectr_gbv.gpu.decoding.cache import RowCache
 
     dev = next(target.parameters()).device
     ctx = context.to(dev)[None]

@@ -1,13 +1,13 @@
 r"""``spectr-gbv bench``: the runner of the real-model decoding benchmark.
 
-Per dataset, grid point (:mod:`spectr_gbv.gpu.bench_config`) and prompt, one
+Per dataset, grid point (:mod:`spectr_gbv.gpu.bench.config`) and prompt, one
 :meth:`~spectr_gbv.gpu.SpeculativeDecoder.generate` call (B = 1) is made; the
-:class:`~spectr_gbv.gpu.stats.DecodeStats` of the prompts are summed into one
-:class:`~spectr_gbv.gpu.bench_results.RunRow` (block efficiency, tokens/s, speed-up over
+:class:`~spectr_gbv.gpu.decoding.stats.DecodeStats` of the prompts are summed into one
+:class:`~spectr_gbv.gpu.bench.results.RunRow` (block efficiency, tokens/s, speed-up over
 ``ar``, accepted-length histogram). The same run adds the side-by-side peer (``transformers``
 assisted generation), Monte Carlo predictions of B(K) and B_BV(K) and a law test of the first
-tokens on the real model (:mod:`spectr_gbv.gpu.bench_extras`). Output files:
-:mod:`spectr_gbv.gpu.bench_output`.
+tokens on the real model (:mod:`spectr_gbv.gpu.bench.extras`). Output files:
+:mod:`spectr_gbv.gpu.bench.output`.
 
 Models are injected (:class:`BenchModels`): :func:`load_models` builds the real pair, tests
 pass tiny random models, so nothing here needs the network.
@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import torch
 
-from spectr_gbv.gpu.bench_config import (  # noqa: F401 - re-exported: the benchmark's public names
+from spectr_gbv.gpu.bench import extras
+from spectr_gbv.gpu.bench.config import (  # noqa: F401 - re-exported: the benchmark's public names
     CENTRE,
     CHAT_DATASETS,
     DATASETS,
@@ -34,41 +35,17 @@ from spectr_gbv.gpu.bench_config import (  # noqa: F401 - re-exported: the bench
     SINGLE_DRAFT,
     T_AXIS,
     BenchConfig,
+    BenchModels,
     GridPoint,
     build_grid,
 )
-from spectr_gbv.gpu.bench_results import (  # noqa: F401
+from spectr_gbv.gpu.bench.results import (  # noqa: F401
     BenchResult,
     RunRow,
     add_speedups,
     estimate_seconds,
     measure_step_costs,
 )
-
-
-@dataclass
-class BenchModels:
-    """Target, draft and the tokenizer hooks of one benchmark.
-
-    Attributes
-    ----------
-    target : torch.nn.Module
-        Hugging Face causal LM p.
-    draft : torch.nn.Module or DraftSource
-        Draft q on the same vocabulary.
-    encode : callable (text: str, chat: bool, max_tokens: int) -> Tensor [T], int64
-        Prompt ids (through the chat template when ``chat``).
-    decode : callable (Tensor [N]) -> str, optional
-        For the sample continuations stored in the results.
-    target_name, draft_name : str
-    """
-
-    target: torch.nn.Module
-    draft: Any
-    encode: Callable[[str, bool, int], torch.Tensor]
-    decode: Callable[[torch.Tensor], str] | None = None
-    target_name: str = "target"
-    draft_name: str = "draft"
 
 
 def parse_draft_spec(spec: str) -> tuple[str, int | None]:
@@ -135,12 +112,12 @@ def load_models(
     Parameters
     ----------
     draft : str
-        ``"distilled"`` (:func:`spectr_gbv.gpu.draft_model.load_draft`) or ``"truncated:N"``
-        (:func:`spectr_gbv.gpu.models.truncated_draft`, a correctness fixture: low acceptance).
+        ``"distilled"`` (:func:`spectr_gbv.gpu.models.draft.load_draft`) or ``"truncated:N"``
+        (:func:`spectr_gbv.gpu.models.draft.truncated_draft`, a correctness fixture: low acceptance).
     device : str, optional
         Where the models go (default CPU; the decoder moves them anyway).
     cache_dir : str, optional
-        Cache root (:func:`spectr_gbv.gpu.models.default_cache_dir`).
+        Cache root (:func:`spectr_gbv.gpu.models.fetch.default_cache_dir`).
     progress : bool
 
     Returns
@@ -153,10 +130,11 @@ def load_models(
         Malformed ``draft``.
     ImportError
         The distilled draft module or its weights are not available.
-    spectr_gbv.gpu.models.ModelFetchError
+    spectr_gbv.gpu.models.fetch.ModelFetchError
         The target could not be fetched.
     """
-    from spectr_gbv.gpu.models import TARGET_NAME, load_target, truncated_draft
+    from spectr_gbv.gpu.models.draft import truncated_draft
+    from spectr_gbv.gpu.models.target import TARGET_NAME, load_target
 
     kind, layers = parse_draft_spec(draft)
     target, tok = load_target(cache_dir, device=device, progress=progress)
@@ -164,7 +142,7 @@ def load_models(
         draft_model, name = truncated_draft(target, layers), f"{TARGET_NAME} first {layers} layers (truncated)"
     else:
         try:
-            from spectr_gbv.gpu.draft_model import load_draft
+            from spectr_gbv.gpu.models.draft import load_draft
 
             draft_model = load_draft(target)
         except (ImportError, OSError) as exc:  # module or shipped weights missing
@@ -181,7 +159,7 @@ def load_models(
 
 
 def _decoder(models: BenchModels, point: GridPoint, seed: int, device: str | None) -> Any:
-    from spectr_gbv.gpu.decoder import SpeculativeDecoder
+    from spectr_gbv.gpu.decoding.decoder import SpeculativeDecoder
 
     ar = point.method == "ar"
     return SpeculativeDecoder(
@@ -208,10 +186,10 @@ def load_bench_prompts(
 
     Raises
     ------
-    ValueError, spectr_gbv.gpu.prompts.MissingPackageError, spectr_gbv.gpu.prompts.PromptDataError
-        As :func:`spectr_gbv.gpu.prompts.load_prompts`.
+    ValueError, spectr_gbv.gpu.models.prompts.MissingPackageError, spectr_gbv.gpu.models.prompts.PromptDataError
+        As :func:`spectr_gbv.gpu.models.prompts.load_prompts`.
     """
-    from spectr_gbv.gpu.prompts import load_prompts
+    from spectr_gbv.gpu.models.prompts import load_prompts
 
     ids: dict[str, list[torch.Tensor]] = {}
     meta: dict[str, list[dict[str, Any]]] = {}
@@ -246,7 +224,7 @@ def run_benchmark(
         ``config.num_prompts``); default :func:`load_bench_prompts`.
     device : str, optional
         Decoder device (default CUDA when available, else CPU).
-    hooks : spectr_gbv.gpu.bench_extras.ExtraHooks, optional
+    hooks : spectr_gbv.gpu.bench.extras.ExtraHooks, optional
         The peer / prediction / law-test functions (default: the library's, imported lazily).
     progress : bool
         A tqdm bar over all runs (stderr).
@@ -268,8 +246,6 @@ def run_benchmark(
         Empty prompt list, or a decoder configuration error.
     """
     from tqdm.auto import tqdm
-
-    from spectr_gbv.gpu import bench_extras
 
     log = log or (lambda _msg: None)
     start = time.perf_counter()
@@ -306,9 +282,9 @@ def run_benchmark(
         f"decode step {costs['decode_s'] * 1e3:.0f} ms, a {kc}x{lc + 1}-position scoring call "
         f"{costs['score_over_decode'][centre_key]:.2f} decode steps"
     )
-    hooks = hooks or bench_extras.ExtraHooks()
+    hooks = hooks or extras.ExtraHooks()
     config = sized
-    n_extra = bench_extras.count_extra_calls(config, len(prompts))
+    n_extra = extras.count_extra_calls(config, len(prompts))
     bar = tqdm(total=len(grid) * sum(len(x) for x in prompts.values()) + n_extra, disable=not progress, unit="run")
     rows: list[RunRow] = []
     outputs: dict[tuple[str, float], list[torch.Tensor]] = {}
@@ -342,7 +318,7 @@ def run_benchmark(
             gen = outputs.get((ds, tc), [])
             if gen:
                 result.samples.append({"dataset": ds, "method": "ar", "temperature": tc, "text": models.decode(gen[0])})
-    bench_extras.run_extras(config, models, prompts, outputs, result, hooks, bar, log)
+    extras.run_extras(config, models, prompts, outputs, result, hooks, bar, log)
     bar.close()
     result.elapsed_s = time.perf_counter() - start
     return result

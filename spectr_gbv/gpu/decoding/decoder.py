@@ -4,24 +4,24 @@ One iteration, for each of B independent rows (THEORY.md section 1):
 
 1. draft: K i.i.d. drafts of L tokens, one batched draft forward per position, the row's
    context cache computed once and expanded to K rows; the exact laws ``q [B, K, L, V]`` the
-   tokens were drawn from are recorded (:mod:`spectr_gbv.gpu.draft_sources`);
+   tokens were drawn from are recorded (:mod:`spectr_gbv.gpu.decoding.draft_sources`);
 2. target: ONE forward on ``B * K`` rows (accepted context + pending token + draft), giving
    ``p [B, K, L+1, V]`` (row L = bonus), processed exactly like ``q``
-   (:mod:`spectr_gbv.gpu.sampling`);
+   (:mod:`spectr_gbv.gpu.decoding.sampling`);
 3. verify: ``spectr_gbv.gpu.kernels.verify`` returns the accepted prefix length ``tau``, the
    draft it belongs to and the emitted tokens (prefix + one sampled token);
 4. rollback: both caches keep row ``draft_index`` cropped to the accepted path; the emitted
    token that follows becomes the pending token of the next iteration.
 
 Rows finish independently (ragged accepted lengths are handled by
-:class:`~spectr_gbv.gpu.cache.RowCache`); the tail beyond ``max_new_tokens`` (at most L
+:class:`~spectr_gbv.gpu.decoding.cache.RowCache`); the tail beyond ``max_new_tokens`` (at most L
 tokens of the last iteration) is truncated, which is lossless.
 
 Temperature 0 is supported as greedy decoding: both p and q become one-hot laws at their
 first arg-max, so the verifiers accept a draft token iff it equals the target's arg-max and
 the output is the target's greedy continuation. A tiny temperature T > 0 (down to the
 smallest float, 5e-324) is the exact law softmax(logits / T): the arg-max law, exact ties split
-evenly (:func:`~spectr_gbv.gpu.sampling.process_logits`).
+evenly (:func:`~spectr_gbv.gpu.decoding.sampling.process_logits`).
 
 Inputs are checked before any work (:meth:`SpeculativeDecoder.generate`): a prompt that is
 not integer token ids (a ``str``, a ragged batch, an empty prompt), a seed outside
@@ -45,10 +45,10 @@ from typing import Any
 
 import torch
 
-from spectr_gbv.gpu.cache import RowCache
-from spectr_gbv.gpu.draft_sources import DraftSource, HFDraftSource, model_vocab_size
-from spectr_gbv.gpu.sampling import SamplingConfig, process_logits, sample_from
-from spectr_gbv.gpu.stats import DecodeStats, timed
+from spectr_gbv.gpu.decoding.cache import RowCache
+from spectr_gbv.gpu.decoding.draft_sources import DraftSource, HFDraftSource, model_vocab_size
+from spectr_gbv.gpu.decoding.sampling import SamplingConfig, process_logits, sample_from
+from spectr_gbv.gpu.decoding.stats import DecodeStats, timed
 
 #: Device types a decoder runs on (each only when its backend reports itself available).
 DEVICE_TYPES: tuple[str, ...] = ("cpu", "cuda", "mps", "xpu")
@@ -214,7 +214,7 @@ class SpeculativeDecoder:
     method, num_drafts, draft_length, allow_lossy
         See :class:`DecoderConfig`.
     temperature, top_k, top_p
-        See :class:`~spectr_gbv.gpu.sampling.SamplingConfig` (temperature 0 = greedy).
+        See :class:`~spectr_gbv.gpu.decoding.sampling.SamplingConfig` (temperature 0 = greedy).
     seed : int, optional
         In ``0..2**64 - 1``.
     device : str or torch.device, optional

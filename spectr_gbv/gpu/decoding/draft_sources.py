@@ -26,8 +26,8 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
-from spectr_gbv.gpu.cache import RowCache
-from spectr_gbv.gpu.sampling import SamplingConfig, process_logits, sample_from
+from spectr_gbv.gpu.decoding.cache import RowCache
+from spectr_gbv.gpu.decoding.sampling import SamplingConfig, process_logits, sample_from
 
 
 @runtime_checkable
@@ -190,7 +190,7 @@ class NGramDraftSource:
         q(v \mid \ldots, x_{t-n+2..t}) = \frac{c(x_{t-n+2..t}, v) + s}{\sum_u c(x_{t-n+2..t}, u) + s V}
 
     (shorter contexts at the start of a sequence use what is there), then the decoder's
-    :class:`~spectr_gbv.gpu.sampling.SamplingConfig` applied to :math:`\log q` as logits, so the
+    :class:`~spectr_gbv.gpu.decoding.sampling.SamplingConfig` applied to :math:`\log q` as logits, so the
     drafts are sampled from, and reported as, the same processed law. Counts ``c`` are the
     corpus counts plus the counts of the row's committed context (prompt and accepted
     tokens); they change only on :meth:`commit`, so within one iteration ``q`` is a function

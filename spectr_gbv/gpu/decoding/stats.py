@@ -20,7 +20,7 @@ import torch
 
 @dataclass
 class DecodeStats:
-    """Counters of one :meth:`~spectr_gbv.gpu.decoder.SpeculativeDecoder.generate` call.
+    """Counters of one :meth:`~spectr_gbv.gpu.decoding.decoder.SpeculativeDecoder.generate` call.
 
     Attributes
     ----------

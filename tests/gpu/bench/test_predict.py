@@ -1,4 +1,4 @@
-"""Monte Carlo B(K), B_BV(K) of :mod:`spectr_gbv.gpu.predict` against the exact tabular bounds.
+"""Monte Carlo B(K), B_BV(K) of :mod:`spectr_gbv.gpu.bench.predict` against the exact tabular bounds.
 
 A tiny random Llama pair (V = 4, 2 layers; draft = the target with its weights perturbed) is
 enumerated after a fixed context into a :class:`~spectr_gbv.core.TabularAR` pair (target laws at
@@ -19,9 +19,9 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from spectr_gbv.gpu.draft_sources import HFDraftSource  # noqa: E402
-from spectr_gbv.gpu.predict import Prediction, predict_block_efficiency  # noqa: E402
-from spectr_gbv.gpu.sampling import SamplingConfig  # noqa: E402
+from spectr_gbv.gpu.bench.predict import Prediction, predict_block_efficiency  # noqa: E402
+from spectr_gbv.gpu.decoding.draft_sources import HFDraftSource  # noqa: E402
+from spectr_gbv.gpu.decoding.sampling import SamplingConfig  # noqa: E402
 from spectr_gbv.theory.bounds import (  # noqa: E402
     bv_expected_accepted,
     cic_bound,

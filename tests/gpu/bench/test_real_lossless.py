@@ -1,4 +1,4 @@
-"""Binned law test of the first generated tokens (:mod:`spectr_gbv.gpu.real_lossless`) on tiny models.
+"""Binned law test of the first generated tokens (:mod:`spectr_gbv.gpu.bench.real_lossless`) on tiny models.
 
 Tiny random Llama pair (V = 16, 2 layers; draft = perturbed copy), prompt [1, 2], 20,000 runs:
 the exact binned law (one batched target forward over the first-token candidates) equals the
@@ -20,14 +20,14 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from spectr_gbv.gpu import HFDraftSource, SamplingConfig  # noqa: E402
-from spectr_gbv.gpu.real_lossless import (  # noqa: E402
+from spectr_gbv.gpu.bench.real_lossless import (  # noqa: E402
     BinnedLaw,
     LawTestResult,
     binned_g_test,
     exact_first_tokens_law,
     first_tokens_law_test,
 )
-from spectr_gbv.gpu.sampling import process_logits, sample_from  # noqa: E402
+from spectr_gbv.gpu.decoding.sampling import process_logits, sample_from  # noqa: E402
 from tests.gpu.tiny_models import exact_law, perturbed_copy, tiny_llama  # noqa: E402
 
 V, PROMPT, RUNS = 16, [1, 2], 20_000

@@ -24,16 +24,15 @@ SOLUTION = "    cleaned = [c.lower() for c in text if c.isalnum()]\n    return c
 
 @pytest.fixture(scope="module")
 def pair():
-    from spectr_gbv.gpu.draft_model import load_draft
-    from spectr_gbv.gpu.models import load_target
+    from spectr_gbv.gpu.models.draft import load_draft
+    from spectr_gbv.gpu.models.target import load_target
 
     target, tok = load_target(progress=False)
     return target, load_draft(target), tok
 
 
 def test_distilled_draft_beats_the_truncation_it_started_from(pair):
-    from spectr_gbv.gpu.draft_model import acceptance_rate
-    from spectr_gbv.gpu.models import truncated_draft
+    from spectr_gbv.gpu.models.draft import acceptance_rate, truncated_draft
 
     target, draft, tok = pair
     prompt = tok(CODE)["input_ids"]
@@ -48,7 +47,7 @@ def test_distilled_draft_beats_the_truncation_it_started_from(pair):
 
 
 def test_law_of_the_first_token_on_the_real_pair(pair):
-    from spectr_gbv.gpu.real_lossless import first_tokens_law_test
+    from spectr_gbv.gpu.bench.real_lossless import first_tokens_law_test
 
     target, draft, tok = pair
     prompt = torch.tensor(tok(CODE)["input_ids"])

@@ -2,7 +2,7 @@
 
 * kernels: ``gbv_multipath`` with K = 68, 100, 1000 drafts (``math.comb(K, j)`` used to overflow
   int64 from K = 68 on) gives the float64 reference's skewed law (same tolerances as
-  tests/gpu/test_kernels_numerics.py) and, at K = 100, the reference's emitted law (G-test,
+  tests/gpu/kernels/test_kernels_numerics.py) and, at K = 100, the reference's emitted law (G-test,
   alpha = 1e-5, N = 20,000, power >= 0.999 against a total-variation error of 0.05); a method
   that is not a str names ``method``;
 * sampling: a tiny temperature (1e-38 down to 5e-324) gives the arg-max law with exact ties split
@@ -28,15 +28,15 @@ from transformers import GPT2Config, GPT2LMHeadModel  # noqa: E402
 
 from spectr_gbv.core.instance import random_instance  # noqa: E402
 from spectr_gbv.gpu import SamplingConfig, SpeculativeDecoder, process_logits  # noqa: E402
-from spectr_gbv.gpu.decoder import check_device, context_size  # noqa: E402
+from spectr_gbv.gpu.decoding.decoder import check_device, context_size  # noqa: E402
+from spectr_gbv.gpu.decoding.sampling import FLOAT32_TEMPERATURE_RANGE  # noqa: E402
 from spectr_gbv.gpu.kernels import validate_inputs, verify  # noqa: E402
 from spectr_gbv.gpu.kernels.gbv_multipath import select_path, skewed_rows  # noqa: E402
-from spectr_gbv.gpu.sampling import FLOAT32_TEMPERATURE_RANGE  # noqa: E402
 from spectr_gbv.reference import gbv_multipath as ref_multipath  # noqa: E402
 from spectr_gbv.reference.base import VerifyInput  # noqa: E402
 from spectr_gbv.reference.base import validate_inputs as ref_validate  # noqa: E402
 from spectr_gbv.reference.registry import get_verifier  # noqa: E402
-from tests.gpu.test_kernels_helpers import (  # noqa: E402
+from tests.gpu.kernels.test_kernels_helpers import (  # noqa: E402
     batch_tensors,
     emitted_counts,
     float_rows,

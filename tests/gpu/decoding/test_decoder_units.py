@@ -27,7 +27,7 @@ from spectr_gbv.gpu import (  # noqa: E402
     top_k_mask,
     top_p_mask,
 )
-from spectr_gbv.gpu.cache import model_forward  # noqa: E402
+from spectr_gbv.gpu.decoding.cache import model_forward  # noqa: E402
 from tests.gpu.tiny_models import exact_law, g_test, law_test, perturbed_copy, tiny_llama  # noqa: E402
 
 V = 5

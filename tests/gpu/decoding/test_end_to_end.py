@@ -36,7 +36,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from spectr_gbv.gpu import LOSSLESS_METHODS, HFDraftSource, SamplingConfig, SpeculativeDecoder  # noqa: E402
-from spectr_gbv.gpu.sampling import process_logits, sample_from  # noqa: E402
+from spectr_gbv.gpu.decoding.sampling import process_logits, sample_from  # noqa: E402
 from tests.gpu.tiny_models import law_test, perturbed_copy, tiny_llama  # noqa: E402
 
 V, PROMPT, M, RUNS, ALPHA, POWER_TV, MIN_POWER = 4, [1, 2], 3, 20_000, 1e-3, 0.03, 0.9

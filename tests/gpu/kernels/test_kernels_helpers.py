@@ -1,6 +1,6 @@
 """Helpers of the kernel tests (no tests here): batches from instances, counting, the G-test.
 
-The statistical convention of every kernel parity test (tests/gpu/test_kernels_parity.py):
+The statistical convention of every kernel parity test (tests/gpu/kernels/test_kernels_parity.py):
 
 * one draft tuple X (or two, interleaved in one batch) is replicated over ROWS rows per group,
   float64 (unless a test says otherwise);

@@ -6,8 +6,8 @@ residual, zero-mass vocabulary tail: never an id >= V, never a default id), B7/B
 out-of-range draft ids), B10 (coin 0 must not accept a draft of target probability 0; half-open
 CDF bins), B2/B11 (one-hot q of a greedy draft: accept with probability p(x), residual excludes
 x), B12 (a constant uniform must not accept everything). B9 (reused uniform) and a residual
-without its block weight are planted bugs in tests/gpu/test_kernels_parity.py.
-Statistical checks here use the convention of tests/gpu/test_kernels_helpers.py (G-test,
+without its block weight are planted bugs in tests/gpu/kernels/test_kernels_parity.py.
+Statistical checks here use the convention of tests/gpu/kernels/test_kernels_helpers.py (G-test,
 alpha = 1e-5; N and power stated per test).
 """
 
@@ -28,7 +28,7 @@ from spectr_gbv.gpu.kernels import (  # noqa: E402
     validate_inputs,
     verify,
 )
-from tests.gpu.test_kernels_helpers import (  # noqa: E402
+from tests.gpu.kernels.test_kernels_helpers import (  # noqa: E402
     ConstantUniforms,
     batch_tensors,
     emitted_counts,

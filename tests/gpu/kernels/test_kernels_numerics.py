@@ -7,7 +7,7 @@ one call); then long blocks: L = 64 with drafted tokens of probability ~1e-3 (jo
 probabilities ~1e-192, zero in float32), where the kernels' weights must still match the
 float64 reference and the emitted law must still pass the parity G-test (alpha = 1e-5,
 N = 20,000, power >= 0.999 against a total-variation error of 0.05 asserted; convention
-in tests/gpu/test_kernels_helpers.py). Also the categorical sampler's half-open bins and float64
+in tests/gpu/kernels/test_kernels_helpers.py). Also the categorical sampler's half-open bins and float64
 CDF.
 """
 
@@ -36,7 +36,7 @@ from spectr_gbv.reference.kernels import kseq_rho as ref_kseq_rho  # noqa: E402
 from spectr_gbv.reference.registry import get_verifier  # noqa: E402
 from spectr_gbv.reference.spectr_gbv_released import released_weights as ref_released  # noqa: E402
 from spectr_gbv.reference.spectr_gbv_released import released_whole_weight  # noqa: E402
-from tests.gpu.test_kernels_helpers import (  # noqa: E402
+from tests.gpu.kernels.test_kernels_helpers import (  # noqa: E402
     batch_tensors,
     emitted_counts,
     float_rows,

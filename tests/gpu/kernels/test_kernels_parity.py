@@ -51,7 +51,7 @@ from spectr_gbv.gpu.kernels.common import (  # noqa: E402
 from spectr_gbv.gpu.kernels.sd import sd_acceptance_probs  # noqa: E402
 from spectr_gbv.reference.registry import get_verifier  # noqa: E402
 from spectr_gbv.simulate.exact import simulate_exact  # noqa: E402
-from tests.gpu.test_kernels_helpers import (  # noqa: E402
+from tests.gpu.kernels.test_kernels_helpers import (  # noqa: E402
     ROWS,
     batch_tensors,
     emitted_counts,

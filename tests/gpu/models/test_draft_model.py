@@ -9,15 +9,15 @@ pytest.importorskip("transformers")
 pytest.importorskip("safetensors")
 
 from spectr_gbv.gpu import SpeculativeDecoder  # noqa: E402
-from spectr_gbv.gpu.draft_model import (  # noqa: E402
+from spectr_gbv.gpu.models.draft import (  # noqa: E402
     RestrictedHead,
     acceptance_rate,
     build_draft,
     read_draft_weights,
     save_draft_weights,
     shipped_weights_path,
+    truncated_draft,
 )
-from spectr_gbv.gpu.models import truncated_draft  # noqa: E402
 from tests.gpu.tiny_models import law_test, tiny_llama  # noqa: E402
 
 V = 6
@@ -182,7 +182,7 @@ def test_shipped_weights_fit_the_size_budget():
 
 
 def test_a_shipped_file_that_is_not_the_released_one_is_refused(tmp_path, monkeypatch):
-    from spectr_gbv.gpu import draft_model
+    from spectr_gbv.gpu.models import draft as draft_model
 
     target = tied_target()
     path = tmp_path / "d.safetensors"

