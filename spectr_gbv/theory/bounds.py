@@ -13,7 +13,7 @@ where ``p(x^i) = 0`` (those prefixes carry no weight).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from numbers import Rational
 
 import numpy as np
@@ -199,21 +199,70 @@ def greedy_expected_accepted(target: TabularAR, draft: TabularAR, draft_length: 
     return total
 
 
-def _weighted_cover(
-    target: TabularAR, draft: TabularAR, num_drafts: int, draft_length: int, running_min: bool
-) -> Scalar:
-    """sum_i sum p(x^i) [1 - (1 - w(x^i))^K] with w = r (CIC) or beta (lossless analogue)."""
-    target, draft = check_models(target, draft, draft_length, num_drafts)
+#: The closed forms :func:`closed_form_bounds` computes, by name.
+CLOSED_FORMS: tuple[str, ...] = ("cic_bound", "cic_bound_lossless", "prefix_relaxation")
+
+
+def closed_form_bounds(
+    target: TabularAR,
+    draft: TabularAR,
+    num_drafts: Sequence[int],
+    draft_length: int,
+    forms: Sequence[str] = CLOSED_FORMS,
+) -> dict[str, dict[int, Scalar]]:
+    r"""B(K), B_BV(K) and PR(K) for several K at once, one pass over the prefix levels.
+
+    The per-level joints, the ratio r, the running minimum beta and ``1 - r``, ``1 - beta``,
+    ``1 - q`` are computed once per prefix length and shared by every K and every form
+    (:func:`cic_bound`, :func:`cic_bound_lossless` and :func:`prefix_relaxation` are this
+    function at one K and one form).
+
+    Parameters
+    ----------
+    target, draft : TabularAR
+        p and q on the same vocabulary, depth >= L - 1.
+    num_drafts : sequence of int
+        The K values, each >= 1.
+    draft_length : int
+        L >= 1.
+    forms : sequence of str
+        Names among :data:`CLOSED_FORMS`.
+
+    Returns
+    -------
+    dict of str to (dict of int to Fraction or float)
+        ``result[form][K]``; exact when both models hold Fractions.
+
+    Raises
+    ------
+    ValueError
+        Bad L, a bad K (every K is checked before any work), mismatched models, or an unknown
+        form.
+
+    References
+    ----------
+    THEORY.md sections 4-5 (B, B_BV, PR).
+    """
+    unknown = [f for f in forms if f not in CLOSED_FORMS]
+    if unknown:
+        raise ValueError(f"forms: unknown {unknown}; valid: {', '.join(CLOSED_FORMS)}")
+    ks = list(num_drafts)
+    target, draft = check_models(target, draft, draft_length)
+    for k in ks:
+        check_models(target, draft, draft_length, k)
     one = scalar_one(target.exact)
-    total: Scalar = one * 0
-    weight: np.ndarray | None = None
-    for _, p_joint, _, ratio in _prefix_levels(target, draft, draft_length):
-        if running_min:
-            weight = ratio if weight is None else np.minimum(weight[..., None], ratio)
-        else:
-            weight = ratio
-        total += sum_exact(p_joint * (one - (one - weight) ** num_drafts))
-    return total
+    totals: dict[str, dict[int, Scalar]] = {f: dict.fromkeys(ks, one * 0) for f in forms}
+    beta: np.ndarray | None = None
+    for _, p_joint, q_joint, ratio in _prefix_levels(target, draft, draft_length):
+        beta = ratio if beta is None else np.minimum(beta[..., None], ratio)
+        miss = {"cic_bound": one - ratio, "cic_bound_lossless": one - beta, "prefix_relaxation": one - q_joint}
+        for form, per_k in totals.items():
+            for k in ks:
+                if form == "prefix_relaxation":
+                    per_k[k] += sum_exact(np.minimum(p_joint, one - miss[form] ** k))
+                else:
+                    per_k[k] += sum_exact(p_joint * (one - miss[form] ** k))
+    return totals
 
 
 def cic_bound(target: TabularAR, draft: TabularAR, num_drafts: int, draft_length: int) -> Scalar:
@@ -255,7 +304,7 @@ def cic_bound(target: TabularAR, draft: TabularAR, num_drafts: int, draft_length
     >>> cic_bound(*default_instance(), num_drafts=2, draft_length=2)
     Fraction(401, 216)
     """
-    return _weighted_cover(target, draft, num_drafts, draft_length, running_min=False)
+    return closed_form_bounds(target, draft, [num_drafts], draft_length, ("cic_bound",))["cic_bound"][num_drafts]
 
 
 def cic_bound_lossless(target: TabularAR, draft: TabularAR, num_drafts: int, draft_length: int) -> Scalar:
@@ -292,7 +341,8 @@ def cic_bound_lossless(target: TabularAR, draft: TabularAR, num_drafts: int, dra
     >>> cic_bound_lossless(*default_instance(), num_drafts=2, draft_length=2)
     Fraction(397, 216)
     """
-    return _weighted_cover(target, draft, num_drafts, draft_length, running_min=True)
+    forms = ("cic_bound_lossless",)
+    return closed_form_bounds(target, draft, [num_drafts], draft_length, forms)[forms[0]][num_drafts]
 
 
 def cic_bound_increment(target: TabularAR, draft: TabularAR, num_drafts: int, draft_length: int) -> Scalar:
@@ -336,12 +386,8 @@ def prefix_relaxation(target: TabularAR, draft: TabularAR, num_drafts: int, draf
     This project (THEORY.md section 5, OT(K)); the K = 1 case is the greedy value of
     Sun et al. 2024.
     """
-    target, draft = check_models(target, draft, draft_length, num_drafts)
-    one = scalar_one(target.exact)
-    total: Scalar = one * 0
-    for _, p_joint, q_joint, _ in _prefix_levels(target, draft, draft_length):
-        total += sum_exact(np.minimum(p_joint, one - (one - q_joint) ** num_drafts))
-    return total
+    forms = ("prefix_relaxation",)
+    return closed_form_bounds(target, draft, [num_drafts], draft_length, forms)[forms[0]][num_drafts]
 
 
 def cic_limit(target: TabularAR, draft: TabularAR, draft_length: int) -> Scalar:
