@@ -18,8 +18,15 @@ from spectr_gbv.reference.choosers import (
     enumerate_law,
 )
 from spectr_gbv.reference.gbv_multipath import MultiPathGreedyVerifier
+from spectr_gbv.reference.hsd import (
+    HierarchicalVerifier,
+    MultiDraftHierarchicalVerifier,
+    ReleasedHierarchicalVerifier,
+)
 from spectr_gbv.reference.independent_bv import IndependentBlockVerifier
+from spectr_gbv.reference.khisti_is import ImportanceSamplingVerifier
 from spectr_gbv.reference.mdbv import MultiDraftBlockVerifier
+from spectr_gbv.reference.optimal_multidraft import OptimalMultiDraftVerifier
 from spectr_gbv.reference.registry import (
     STABLE_METHOD_NAMES,
     available_methods,
@@ -27,9 +34,11 @@ from spectr_gbv.reference.registry import (
     register,
 )
 from spectr_gbv.reference.rrs import RecursiveRejectionVerifier
+from spectr_gbv.reference.rrs_random import RandomOrderRecursiveRejectionVerifier
 from spectr_gbv.reference.sd import SpeculativeDecodingVerifier
 from spectr_gbv.reference.spectr import SpecTrVerifier
 from spectr_gbv.reference.spectr_gbv_released import ReleasedSpecTrGBVVerifier
+from spectr_gbv.reference.traversal import TraversalVerifier
 
 
 def __getattr__(name: str) -> tuple[str, ...]:
@@ -47,14 +56,21 @@ __all__ = [
     "Chooser",
     "Diagnostics",
     "Emission",
+    "HierarchicalVerifier",
+    "ImportanceSamplingVerifier",
     "IndependentBlockVerifier",
     "MultiDraftBlockVerifier",
+    "MultiDraftHierarchicalVerifier",
     "MultiPathGreedyVerifier",
+    "OptimalMultiDraftVerifier",
+    "RandomOrderRecursiveRejectionVerifier",
     "RecursiveRejectionVerifier",
+    "ReleasedHierarchicalVerifier",
     "ReleasedSpecTrGBVVerifier",
     "SamplingChooser",
     "SpecTrVerifier",
     "SpeculativeDecodingVerifier",
+    "TraversalVerifier",
     "Verifier",
     "VerifyInput",
     "available_methods",

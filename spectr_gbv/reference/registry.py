@@ -12,12 +12,21 @@ from spectr_gbv.reference.ar import AutoregressiveVerifier
 from spectr_gbv.reference.base import Verifier
 from spectr_gbv.reference.bv import BlockVerifier
 from spectr_gbv.reference.gbv_multipath import MultiPathGreedyVerifier
+from spectr_gbv.reference.hsd import (
+    HierarchicalVerifier,
+    MultiDraftHierarchicalVerifier,
+    ReleasedHierarchicalVerifier,
+)
 from spectr_gbv.reference.independent_bv import IndependentBlockVerifier
+from spectr_gbv.reference.khisti_is import ImportanceSamplingVerifier
 from spectr_gbv.reference.mdbv import MultiDraftBlockVerifier
+from spectr_gbv.reference.optimal_multidraft import OptimalMultiDraftVerifier
 from spectr_gbv.reference.rrs import RecursiveRejectionVerifier
+from spectr_gbv.reference.rrs_random import RandomOrderRecursiveRejectionVerifier
 from spectr_gbv.reference.sd import SpeculativeDecodingVerifier
 from spectr_gbv.reference.spectr import SpecTrVerifier
 from spectr_gbv.reference.spectr_gbv_released import ReleasedSpecTrGBVVerifier
+from spectr_gbv.reference.traversal import TraversalVerifier
 
 #: Every stable method name, in report order (``greedy_bv`` and ``lp_oracle`` are registered
 #: by other modules).
@@ -33,6 +42,13 @@ STABLE_METHOD_NAMES: tuple[str, ...] = (
     "lp_oracle",
     "spectr_gbv_released",
     "independent_bv",
+    "traversal",
+    "khisti_is",
+    "rrs_random",
+    "hsd",
+    "hsd_released",
+    "hsd_multidraft",
+    "optimal_multidraft",
 )
 
 _REGISTRY: dict[str, type[Verifier]] = {}
@@ -142,6 +158,13 @@ for _cls in (
     MultiDraftBlockVerifier,
     ReleasedSpecTrGBVVerifier,
     IndependentBlockVerifier,
+    TraversalVerifier,
+    ImportanceSamplingVerifier,
+    RandomOrderRecursiveRejectionVerifier,
+    OptimalMultiDraftVerifier,
+    HierarchicalVerifier,
+    ReleasedHierarchicalVerifier,
+    MultiDraftHierarchicalVerifier,
 ):
     register(_cls)
 del _cls

@@ -77,15 +77,34 @@ class Claim:
         }
 
 
-def _search(
-    pred: Callable[[Instance], bool], n_values: Sequence[int], L_values: Sequence[int], zero_prob: float = 0.0
+def find_witness(
+    pred: Callable[[Instance], bool],
+    n_values: Sequence[int],
+    L_values: Sequence[int],
+    zero_prob: float = 0.0,
+    *,
+    limit: int = WITNESS_SEARCH_LIMIT,
 ) -> tuple[Instance, str] | None:
     """First small exact random instance (deterministic order) satisfying ``pred``.
 
-    Returns the instance and the ``--random`` argument that rebuilds it, or None when
-    :data:`WITNESS_SEARCH_LIMIT` seeds found none.
+    Parameters
+    ----------
+    pred : callable
+        ``pred(instance) -> bool``.
+    n_values, L_values : sequence of int
+        Vocabulary sizes and draft lengths tried for each seed.
+    zero_prob : float
+        ``zero_prob`` of :func:`~spectr_gbv.core.instance.random_instance` (sparse rows).
+    limit : int
+        Seeds tried (0 .. limit - 1); default :data:`WITNESS_SEARCH_LIMIT`.
+
+    Returns
+    -------
+    (Instance, str) or None
+        The instance and the ``--random`` argument that rebuilds it, or None when no seed
+        below ``limit`` gave one.
     """
-    for seed in range(WITNESS_SEARCH_LIMIT):
+    for seed in range(limit):
         for n in n_values:
             for L in L_values:
                 inst = random_instance(n, L, seed, exact=True, zero_prob=zero_prob)
@@ -122,7 +141,7 @@ def claim_convergence(instance: Instance) -> Claim:
     found = (
         (instance, "")
         if limit != L
-        else _search(lambda i: bounds.cic_limit(i.target, i.draft, i.L) != i.L, (2, 3), (2,), zero_prob=0.4)
+        else find_witness(lambda i: bounds.cic_limit(i.target, i.draft, i.L) != i.L, (2, 3), (2,), zero_prob=0.4)
     )
     if found is not None:
         witness, spec = found
@@ -214,7 +233,7 @@ def claim_lossless(instance: Instance, rows: list[dict[str, Any]]) -> Claim:
     def lossy_l1(inst: Instance) -> bool:
         return simulate_method(inst, "spectr_gbv_released", 2).validity_defect != 0
 
-    found = _search(lossy_l1, (2, 3), (1,))
+    found = find_witness(lossy_l1, (2, 3), (1,))
     if found is not None:
         witness, spec = found
         d = simulate_method(witness, "spectr_gbv_released", 2).validity_defect
@@ -243,7 +262,7 @@ def claim_optimal(instance: Instance, rows: list[dict[str, Any]]) -> Claim:
             p, q, L = inst.target, inst.draft, inst.L
             return optimal_lossless(p, q, 2, L).value > float(bounds.cic_bound(p, q, 2, L)) + LP_TOL
 
-        found = _search(beats_b, (2,), (2,))
+        found = find_witness(beats_b, (2,), (2,))
         if found is not None:
             witness, spec = found
             p, q, L = witness.target, witness.draft, witness.L

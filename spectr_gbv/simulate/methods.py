@@ -15,13 +15,14 @@
 from __future__ import annotations
 
 from spectr_gbv.core.instance import Instance
-from spectr_gbv.reference.registry import check_method, get_verifier
+from spectr_gbv.reference.registry import available_methods, check_method, get_verifier
 from spectr_gbv.simulate.exact import ExactResult, simulate_exact
 from spectr_gbv.simulate.multi import StepFn
 from spectr_gbv.simulate.stateful import greedy_step, simulate_greedy_exact, stateless_step
 
-#: Methods that are not lossless (kept on purpose to exercise the validity checker).
-LOSSY_METHODS = ("spectr_gbv_released", "independent_bv")
+#: Methods that are not lossless: registered verifiers whose class says ``lossless = False``
+#: (kept on purpose: the released SpecTr-GBV rule, independent BV, published rules found lossy).
+LOSSY_METHODS: tuple[str, ...] = tuple(m for m in available_methods() if not get_verifier(m).lossless)
 #: Methods that carry state between iterations.
 STATEFUL_METHODS = ("greedy_bv",)
 

@@ -16,12 +16,15 @@ from spectr_gbv.core.numbers import json_value
 from spectr_gbv.reference.registry import STABLE_METHOD_NAMES
 from spectr_gbv.simulate.claims import Claim, claims_ledger
 from spectr_gbv.simulate.exact import ExactResult
+from spectr_gbv.simulate.field_claims import field_ledger
 from spectr_gbv.simulate.methods import LOSSY_METHODS, method_step, simulate_method
 from spectr_gbv.simulate.multi import MultiIterationResult, multi_iteration
 from spectr_gbv.theory.table import BoundRow, bound_table
 
 #: Methods in the report table, in order: every stable name (``ar`` is the baseline).
 REPORT_METHODS = STABLE_METHOD_NAMES
+#: Values of ``--ledger``: which claims ledgers the report builds.
+LEDGERS: tuple[str, ...] = ("spectr_gbv", "field", "all")
 #: Methods compared over a generation horizon (single-draft stateless vs stateful, plus MDBV).
 MULTI_ITERATION_METHODS = ("sd", "bv", "greedy_bv", "mdbv", "gbv_multipath")
 
@@ -37,6 +40,9 @@ class Report:
     results : dict of (method, K) to ExactResult
     bounds : list of BoundRow, one per K
     claims : list of Claim
+        The SpecTr-GBV ledger (empty when not selected).
+    field_claims : list of Claim
+        The field ledger (:mod:`~spectr_gbv.simulate.field_claims`; empty when not selected).
     multi : list of MultiIterationResult (K = the largest K in ``ks`` for multi-draft methods)
     horizon : int
     """
@@ -46,11 +52,12 @@ class Report:
     results: dict[tuple[str, int], ExactResult]
     bounds: list[BoundRow]
     claims: list[Claim]
+    field_claims: list[Claim] = field(default_factory=list)
     multi: list[MultiIterationResult] = field(default_factory=list)
     horizon: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        """JSON object with keys instance, rows (per method and K), bounds, claims, multi_iteration."""
+        """JSON object: instance, rows (per method and K), bounds, claims, field_claims, multi_iteration."""
         rows = [
             {
                 "method": r.method,
@@ -70,6 +77,7 @@ class Report:
             "rows": rows,
             "bounds": [b.to_json() for b in self.bounds],
             "claims": [c.to_json() for c in self.claims],
+            "field_claims": [c.to_json() for c in self.field_claims],
             "multi_iteration": [
                 {
                     "method": m.method,
@@ -90,6 +98,7 @@ def build_report(
     *,
     methods: Sequence[str] = REPORT_METHODS,
     horizon: int = 6,
+    ledger: str = "all",
 ) -> Report:
     """Compute the report's table, bounds, claims ledger and multi-iteration comparison.
 
@@ -102,6 +111,8 @@ def build_report(
         Stable method names for the table.
     horizon : int
         Tokens N for the multi-iteration comparison (0 skips it).
+    ledger : str
+        One of :data:`LEDGERS`: the SpecTr-GBV claims, the field's claims, or both (default).
 
     Returns
     -------
@@ -110,8 +121,10 @@ def build_report(
     Raises
     ------
     ValueError
-        Unknown method, bad K, or an instance too large to enumerate or solve.
+        Unknown method, bad K, unknown ``ledger``, or an instance too large to enumerate or solve.
     """
+    if ledger not in LEDGERS:
+        raise ValueError(f"ledger must be one of {', '.join(LEDGERS)}, got {ledger!r}")
     ks = list(ks)
     results = {(m, k): simulate_method(instance, m, k) for m in methods for k in ks}
     multi = []
@@ -126,7 +139,8 @@ def build_report(
         ks=ks,
         results=results,
         bounds=bound_table(instance, ks),
-        claims=claims_ledger(instance, ks),
+        claims=claims_ledger(instance, ks) if ledger in ("spectr_gbv", "all") else [],
+        field_claims=field_ledger(instance, ks) if ledger in ("field", "all") else [],
         multi=multi,
         horizon=horizon,
     )

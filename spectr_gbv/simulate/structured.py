@@ -33,6 +33,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -194,11 +195,20 @@ def _draft_scan(verifier: Any, table: Any, K: int, L: int, limit: int, bar: Prog
     return law, kernels
 
 
+def _multinomial(tokens: list[int]) -> int:
+    """Number of orderings of the multiset ``tokens``."""
+    out = math.factorial(len(tokens))
+    for v in set(tokens):
+        out //= math.factorial(tokens.count(v))
+    return out
+
+
 def _draft_tree(verifier: Any, instance: Instance, K: int, bar: ProgressBar) -> tuple[Law, int]:
     L, target, draft = instance.L, instance.target, instance.draft
     diag = Diagnostics()
     memo: dict[tuple[tuple[int, ...], int], Law] = {}
     kernels = 0
+    symmetric = bool(verifier.symmetric)
 
     def below(prefix: tuple[int, ...], c: int) -> Law:
         nonlocal kernels
@@ -208,9 +218,17 @@ def _draft_tree(verifier: Any, instance: Instance, K: int, bar: ProgressBar) -> 
         p, q = target.cond(prefix), draft.cond(prefix)
         support = [v for v in range(instance.n) if q[v] > 0]
         out: Law = {}
-        for seq in itertools.product(support, repeat=c):
+        # a symmetric verifier's law depends on the multiset of next tokens only: one kernel per
+        # multiset, weighted by its multinomial probability
+        if symmetric:
+            seqs: Iterable[tuple[int, ...]] = itertools.combinations_with_replacement(support, c)
+        else:
+            seqs = itertools.product(support, repeat=c)
+        for seq in seqs:
             tokens = list(seq)
             w = math.prod((q[v] for v in seq), start=Fraction(1))
+            if symmetric:
+                w *= _multinomial(tokens)
             step = functools.partial(verifier.node_step, p, q, tokens, prefix, True)
             for (first, residual), prob in replay_outcomes(step, True, diag):
                 if first is None:

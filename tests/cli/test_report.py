@@ -116,3 +116,41 @@ def test_closed_pipe_is_quiet():
     cmd = f"{sys.executable} -m spectr_gbv.cli.main bound --json --no-lp | head -c 1"
     proc = subprocess.run(cmd, shell=True, capture_output=True, text=True, timeout=60)
     assert proc.stdout == "{" and "Traceback" not in proc.stderr
+
+
+def test_report_ledger_selection(capsys):
+    code, out, _ = run_cli(capsys, "report", "--ledger", "field", "--horizon", "0")
+    assert code == 0
+    assert "Field ledger" in out and "Claims ledger (SpecTr-GBV" not in out
+    for needle in (
+        "[HOLDS] bv_optimal",
+        "[FAILS] hsd_beats_bv",
+        "[HOLDS] traversal",
+        "[HOLDS] kseq_approximation",
+        "[HOLDS] optimal_multidraft",
+        "[FAILS] gbv_multipath",
+        "K=4: 110/81 = 1.358025",
+        "reproduce: spectr-gbv report --random",
+    ):
+        assert needle in out, needle
+    code, out, _ = run_cli(capsys, "report", "--ledger", "spectr_gbv", "--horizon", "0")
+    assert "Claims ledger (SpecTr-GBV" in out and "Field ledger" not in out
+
+
+def test_report_json_has_both_ledgers(capsys):
+    code, out, _ = run_cli(capsys, "report", "--K", "2", "--horizon", "0", "--json")
+    data = json.loads(out)
+    assert [c["key"] for c in data["claims"]][0] == "monotone_bound"
+    field = {c["key"]: c for c in data["field_claims"]}
+    assert field["gbv_multipath"]["verdict"] == "fails"
+    assert field["gbv_multipath"]["values"] == {"1": "113/72", "2": "67/36", "3": "14/9", "4": "110/81"}
+    assert field["hsd_beats_bv"]["values"]["hsd_released"] == {"expected_accepted": "13/8", "defect": "1/18"}
+
+
+def test_report_unknown_ledger_is_a_usage_error(capsys):
+    import pytest
+
+    with pytest.raises(SystemExit) as exc:
+        main(["report", "--ledger", "nope"])
+    assert exc.value.code == 2
+    assert "invalid choice: 'nope'" in capsys.readouterr().err

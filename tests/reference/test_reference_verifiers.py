@@ -22,8 +22,7 @@ from spectr_gbv.reference.choosers import Emission, enumerate_law
 from spectr_gbv.reference.gbv_multipath import skewed_rows
 from spectr_gbv.reference.kernels import RHO_EXACT_TOL, _kseq_gap, kseq_rho, power_increment
 from spectr_gbv.reference.spectr_gbv_released import ReleasedSpecTrGBVVerifier
-from spectr_gbv.simulate.monte_carlo import pooled_g_test
-from tests.reference.ref_helpers import LOSSLESS, LOSSY
+from tests.reference.ref_helpers import LOSSLESS, LOSSY, law_p_value
 
 ALPHA = 1e-4  # significance level of every goodness-of-fit test below (seeded, so stable)
 
@@ -213,17 +212,6 @@ def test_released_rule_counts_clamped_weights():
 
 
 # ----------------------------------------------------------------------------- sampling
-def _g_test(samples, law):
-    """p-value of the G-test of sample counts against an exact law (rare outputs pooled)."""
-    outcomes = list(law)
-    index = {o: i for i, o in enumerate(outcomes)}
-    counts = np.zeros(len(outcomes), dtype=np.int64)
-    for s in samples:
-        assert s in index, f"sampled {s}, which has probability 0 in the exact law"
-        counts[index[s]] += 1
-    return pooled_g_test(counts, np.array([float(law[o]) for o in outcomes])).p_value
-
-
 CASES = [
     (default_instance().to_float(), [[0, 1], [0, 0], [1, 1]]),
     (random_instance(3, 2, 11, exact=False, zero_prob=0.2), None),
@@ -248,7 +236,7 @@ def test_samples_follow_the_exact_law(name, case):
     assert abs(sum(law.values()) - 1) < 1e-12
     rng = np.random.default_rng(1234)
     samples = [v.sample(*args, rng=rng) for _ in range(2500)]
-    assert _g_test(samples, law) > ALPHA
+    assert law_p_value(samples, law) > ALPHA
 
 
 @pytest.mark.parametrize("name", ["mdbv", "spectr", "spectr_gbv_released"])
@@ -259,7 +247,7 @@ def test_exact_inputs_sample_the_exact_law(name):
     assert sum(law.values()) == 1 and all(isinstance(x, F) for x in law.values())
     rng = np.random.default_rng(99)
     samples = [v.sample(*args, rng=rng) for _ in range(1200)]
-    assert _g_test(samples, law) > ALPHA
+    assert law_p_value(samples, law) > ALPHA
 
 
 def test_float_law_matches_exact_law():

@@ -27,6 +27,7 @@ from spectr_gbv.gpu.bench.config import (  # noqa: F401 - re-exported: the bench
     CENTRE,
     CHAT_DATASETS,
     DATASETS,
+    DEFAULT_METHODS,
     K_AXIS,
     L_AXIS,
     LOSSLESS_PROMPTS,

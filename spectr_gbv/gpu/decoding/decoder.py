@@ -56,7 +56,17 @@ DEVICE_TYPES: tuple[str, ...] = ("cpu", "cuda", "mps", "xpu")
 CONTEXT_ATTRS: tuple[str, ...] = ("n_positions", "max_position_embeddings")
 
 #: Lossless decoding methods (``ar`` needs no draft).
-LOSSLESS_METHODS: tuple[str, ...] = ("ar", "sd", "bv", "spectr", "rrs", "gbv_multipath", "mdbv")
+LOSSLESS_METHODS: tuple[str, ...] = (
+    "ar",
+    "sd",
+    "bv",
+    "spectr",
+    "rrs",
+    "gbv_multipath",
+    "mdbv",
+    "traversal",
+    "optimal_multidraft",
+)
 #: Lossy methods, accepted only with ``allow_lossy=True``.
 LOSSY_METHODS: tuple[str, ...] = ("spectr_gbv_released",)
 #: Single-draft methods: they require ``num_drafts == 1``.

@@ -14,6 +14,8 @@ method                    module                                            refe
 ``rrs``                   :mod:`~spectr_gbv.gpu.kernels.rrs`                RecursiveRejectionVerifier
 ``gbv_multipath``         :mod:`~spectr_gbv.gpu.kernels.gbv_multipath`      MultiPathGreedyVerifier
 ``mdbv``                  :mod:`~spectr_gbv.gpu.kernels.mdbv`               MultiDraftBlockVerifier
+``traversal``             :mod:`~spectr_gbv.gpu.kernels.traversal`          TraversalVerifier
+``optimal_multidraft``    :mod:`~.optimal_multidraft`                       OptimalMultiDraftVerifier
 ``spectr_gbv_released``   :mod:`~spectr_gbv.gpu.kernels.released` (LOSSY)   ReleasedSpecTrGBVVerifier
 ========================  ================================================  ============================
 

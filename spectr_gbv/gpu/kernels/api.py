@@ -11,10 +11,12 @@ from spectr_gbv.gpu.kernels.bv import verify_bv
 from spectr_gbv.gpu.kernels.common import KernelInputs, TorchUniforms, UniformSource, VerifyOutput, validate_inputs
 from spectr_gbv.gpu.kernels.gbv_multipath import verify_gbv_multipath
 from spectr_gbv.gpu.kernels.mdbv import verify_mdbv
+from spectr_gbv.gpu.kernels.optimal_multidraft import verify_optimal_multidraft
 from spectr_gbv.gpu.kernels.released import verify_spectr_gbv_released
 from spectr_gbv.gpu.kernels.rrs import verify_rrs
 from spectr_gbv.gpu.kernels.sd import verify_sd
 from spectr_gbv.gpu.kernels.spectr import verify_spectr
+from spectr_gbv.gpu.kernels.traversal import verify_traversal
 
 #: Method names, the reference layer's stable names; the last is lossy (``allow_lossy=True``).
 KERNEL_METHODS: tuple[str, ...] = (
@@ -25,6 +27,8 @@ KERNEL_METHODS: tuple[str, ...] = (
     "rrs",
     "gbv_multipath",
     "mdbv",
+    "traversal",
+    "optimal_multidraft",
     "spectr_gbv_released",
 )
 
@@ -42,6 +46,8 @@ KERNELS: dict[str, KernelFn] = {
     "rrs": verify_rrs,
     "gbv_multipath": verify_gbv_multipath,
     "mdbv": verify_mdbv,
+    "traversal": verify_traversal,
+    "optimal_multidraft": verify_optimal_multidraft,
     "spectr_gbv_released": verify_spectr_gbv_released,
 }
 
@@ -92,7 +98,7 @@ def verify(
     method : str
         One of :data:`KERNEL_METHODS`: ``ar`` (one token from ``target_probs[:, 0, 0]``), ``sd``
         and ``bv`` (draft 0 only; K may be > 1), ``spectr``, ``rrs``, ``gbv_multipath``,
-        ``mdbv``; ``spectr_gbv_released`` only with ``allow_lossy=True``.
+        ``mdbv``, ``traversal``, ``optimal_multidraft``; ``spectr_gbv_released`` only with ``allow_lossy=True``.
     drafts : Tensor, int64 [B, K, L]
         ``drafts[b, k, t] = X^(b,k)_{t+1}``; every id in ``[0, V)`` (no ``-1`` placeholders).
         ``L = 0`` is accepted for ``ar`` only.

@@ -21,6 +21,7 @@ from spectr_gbv.gpu.bench import output as bench_output  # noqa: E402
 from spectr_gbv.gpu.bench.extras import ExtraHooks, predict_points  # noqa: E402
 from spectr_gbv.gpu.bench.runner import (  # noqa: E402
     DATASETS,
+    DEFAULT_METHODS,
     K_AXIS,
     L_AXIS,
     LOSSLESS_PROMPTS,
@@ -164,7 +165,8 @@ def test_presets_grids_contain_exactly_the_configured_points(preset):
 
 def test_preset_datasets_and_sizes():
     assert PRESETS["quick"].datasets == ("humaneval", "gsm") and PRESETS["full"].datasets == DATASETS
-    assert PRESETS["quick"].methods == PRESETS["full"].methods == METHODS
+    assert PRESETS["quick"].methods == PRESETS["full"].methods == DEFAULT_METHODS
+    assert set(DEFAULT_METHODS) < set(METHODS) and {"traversal", "optimal_multidraft"} <= set(METHODS)
     assert PRESETS["full"].num_prompts > PRESETS["quick"].num_prompts
     assert predict_points(PRESETS["quick"]) == [(8, 0.7)]
     assert PRESETS["quick"].lossless_prompts == ("code",) and PRESETS["full"].lossless_prompts == ("code", "chat")
@@ -402,3 +404,14 @@ def test_read_runs_csv_rejects_other_files(tmp_path):
     path.write_text("a,b\n1,2\n")
     with pytest.raises(ValueError, match="runs.csv columns"):
         bench_output.read_runs_csv(path)
+
+
+def test_field_verifiers_run_in_the_bench(models):
+    """traversal and optimal_multidraft are opt-in bench methods; their rows have sane BE."""
+    cfg = small_config(methods=("traversal", "optimal_multidraft"), ls=(2,), ts=(1.0,), centre=(3, 2, 1.0))
+    prompts = {"cpython": [toy_encode("x = 1", False, 16)]}
+    off = dict(peer=False, predict=False, lossless=False)
+    result = run_benchmark(BenchConfig(**{**cfg.summary(), **off}), models, prompts, device="cpu", progress=False)
+    spec = {r.method: r for r in result.rows if r.method != "ar"}
+    assert set(spec) == {"traversal", "optimal_multidraft"}
+    assert all(1 <= r.block_efficiency <= r.draft_length + 1 for r in spec.values())

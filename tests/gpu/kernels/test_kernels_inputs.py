@@ -50,7 +50,18 @@ def small_batch(dtype: torch.dtype = torch.float64, rows: int = 4) -> tuple:
 
 # ---------------------------------------------------------------------------- argument checks
 def test_kernel_methods_are_the_stable_names():
-    assert KERNEL_METHODS == ("ar", "sd", "bv", "spectr", "rrs", "gbv_multipath", "mdbv", "spectr_gbv_released")
+    assert KERNEL_METHODS == (
+        "ar",
+        "sd",
+        "bv",
+        "spectr",
+        "rrs",
+        "gbv_multipath",
+        "mdbv",
+        "traversal",
+        "optimal_multidraft",
+        "spectr_gbv_released",
+    )
     assert set(KERNELS) == set(KERNEL_METHODS)
 
 

@@ -1,0 +1,90 @@
+"""The field ledger: verdicts computed live, with exact values, witnesses and reproduce commands."""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction as F
+
+import pytest
+
+from spectr_gbv.core.instance import default_instance, random_instance
+from spectr_gbv.simulate import field_claims
+from spectr_gbv.simulate.claims import FAILS, HOLDS
+from spectr_gbv.simulate.exact import ExactResult
+
+
+@pytest.fixture(scope="module")
+def ledger():
+    return {c.key: c for c in field_claims.field_ledger(default_instance(), (1, 2, 3))}
+
+
+def test_keys_in_order(ledger):
+    assert list(ledger) == [
+        "bv_optimal",
+        "hsd_beats_bv",
+        "traversal",
+        "kseq_approximation",
+        "optimal_multidraft",
+        "gbv_multipath",
+    ]
+    json.dumps([c.to_json() for c in ledger.values()])  # JSON-ready
+
+
+def test_bv_optimal_holds(ledger):
+    c = ledger["bv_optimal"]
+    assert c.verdict == HOLDS
+    assert c.values["BV"] == "113/72" and abs(c.values["opt1"] - 113 / 72) < 1e-8
+    assert c.values["battery_instances"] == 80
+
+
+def test_hsd_paper_rule_equals_bv_and_released_code_is_lossy(ledger):
+    c = ledger["hsd_beats_bv"]
+    assert c.verdict == FAILS
+    assert c.values["hsd"] == {"expected_accepted": "113/72", "defect": "0"}
+    assert c.values["hsd_released"] == {"expected_accepted": "13/8", "defect": "1/18"}
+    assert c.values["paper_rule_beats_bv_somewhere"] is False
+    assert any("gains by being lossy" in e for e in c.evidence)
+
+
+def test_kseq_bound_is_not_refuted(ledger):
+    c = ledger["kseq_approximation"]
+    assert c.verdict == HOLDS
+    assert field_claims.KSEQ_RATIO < c.values["worst_ratio"] < 1
+    assert c.values["pairs"] == 3 * 2 * field_claims.FIELD_SEARCH_LIMIT
+    assert any(e.startswith("reproduce: spectr-gbv report --random") for e in c.evidence)
+
+
+def test_optimal_multidraft_attains_opt_at_l1(ledger):
+    c = ledger["optimal_multidraft"]
+    assert c.verdict == HOLDS
+    assert c.values["l1_misses"] == 0 and c.values["l1_pairs"] == 3 * 3 * field_claims.FIELD_SEARCH_LIMIT
+    rows = c.values["instance"]
+    assert rows["2"]["expected_accepted"] == "415/216" and abs(rows["2"]["opt"] - 71 / 36) < 1e-8
+    assert rows["3"]["expected_accepted"] == "3755/1944" and abs(rows["3"]["opt"] - 2) < 1e-8
+
+
+def test_gbv_multipath_not_monotone(ledger):
+    c = ledger["gbv_multipath"]
+    assert c.verdict == FAILS
+    assert c.values == {"1": "113/72", "2": "67/36", "3": "14/9", "4": "110/81"}
+
+
+def test_verdicts_follow_the_code(monkeypatch):
+    """A gbv_multipath that were monotone (values patched) turns the verdict to holds on that instance."""
+    real = field_claims.simulate_method
+
+    def patched(inst, method, k):
+        r = real(inst, method, k)
+        if method == "gbv_multipath":
+            return ExactResult(**{**r.__dict__, "expected_accepted": F(k)})
+        return r
+
+    monkeypatch.setattr(field_claims, "simulate_method", patched)
+    c = field_claims.claim_gbv_multipath(random_instance(2, 2, 0))
+    assert c.verdict == HOLDS and c.values == {"1": "1", "2": "2", "3": "3", "4": "4"}
+
+
+def test_traversal_claim_has_exact_evidence(ledger):
+    c = ledger["traversal"]
+    assert c.verdict in (HOLDS, FAILS)
+    assert c.values["opt1"] == "113/72"
