@@ -13,6 +13,7 @@ from typing import Any
 
 from spectr_gbv.core.instance import Instance
 from spectr_gbv.core.numbers import json_value
+from spectr_gbv.core.progress import progress
 from spectr_gbv.reference.registry import STABLE_METHOD_NAMES
 from spectr_gbv.simulate.claims import Claim, claims_ledger
 from spectr_gbv.simulate.exact import ExactResult
@@ -126,21 +127,36 @@ def build_report(
     if ledger not in LEDGERS:
         raise ValueError(f"ledger must be one of {', '.join(LEDGERS)}, got {ledger!r}")
     ks = list(ks)
-    results = {(m, k): simulate_method(instance, m, k) for m in methods for k in ks}
-    multi = []
-    if horizon:
-        for m in MULTI_ITERATION_METHODS:
-            k = 1 if m in ("sd", "bv", "greedy_bv") else max(ks)
-            multi.append(
-                multi_iteration(instance, method_step(instance, m, k), method=m, num_drafts=k, horizon=horizon)
-            )
+    stages = len(methods) * len(ks) + 3 + (len(MULTI_ITERATION_METHODS) if horizon else 0)
+    with progress(stages, "report", unit="step") as bar:
+        results = {}
+        for m in methods:
+            for k in ks:
+                results[(m, k)] = simulate_method(instance, m, k)
+                bar.update()
+        multi = []
+        if horizon:
+            for m in MULTI_ITERATION_METHODS:
+                k = 1 if m in ("sd", "bv", "greedy_bv") else max(ks)
+                multi.append(
+                    multi_iteration(instance, method_step(instance, m, k), method=m, num_drafts=k, horizon=horizon)
+                )
+                bar.update()
+        table = bound_table(instance, ks)
+        bar.update()
+        bar.set_postfix_str("claims ledger")
+        claims = claims_ledger(instance, ks) if ledger in ("spectr_gbv", "all") else []
+        bar.update()
+        bar.set_postfix_str("field ledger")
+        field_claims = field_ledger(instance, ks) if ledger in ("field", "all") else []
+        bar.update()
     return Report(
         instance=instance,
         ks=ks,
         results=results,
-        bounds=bound_table(instance, ks),
-        claims=claims_ledger(instance, ks) if ledger in ("spectr_gbv", "all") else [],
-        field_claims=field_ledger(instance, ks) if ledger in ("field", "all") else [],
+        bounds=table,
+        claims=claims,
+        field_claims=field_claims,
         multi=multi,
         horizon=horizon,
     )

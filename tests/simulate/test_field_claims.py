@@ -88,3 +88,27 @@ def test_traversal_claim_has_exact_evidence(ledger):
     c = ledger["traversal"]
     assert c.verdict in (HOLDS, FAILS)
     assert c.values["opt1"] == "113/72"
+
+
+def test_report_shows_progress_on_a_terminal(monkeypatch):
+    """The report (several seconds with the field ledger) draws a bar on stderr when it is a terminal."""
+    import io
+
+    from spectr_gbv.core.progress import QUIET_ENV, set_quiet
+    from spectr_gbv.simulate.report import build_report
+
+    class FakeTTY(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    stream = FakeTTY()
+    monkeypatch.delenv(QUIET_ENV, raising=False)
+    monkeypatch.setattr("sys.stderr", stream)
+    previous = set_quiet(False)
+    try:
+        rep = build_report(default_instance(), (1, 2), methods=("sd", "mdbv"), horizon=0, ledger="spectr_gbv")
+    finally:
+        set_quiet(previous)
+    assert rep.field_claims == [] and len(rep.claims) == 6
+    shown = stream.getvalue()
+    assert "report:" in shown and "/7 [" in shown and "claims le" in shown
