@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from spectr_gbv import __version__
-from spectr_gbv.cli import bench, bound, fetch_models, report, simulate, validate
+from spectr_gbv.cli import bench, bound, fetch_models, report, simulate, sweep, validate
 from spectr_gbv.cli.common import UsageError
 from spectr_gbv.core.progress import set_quiet
 
@@ -34,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     fetch_models.add_parser(sub)
     bench.add_parser(sub)
     validate.add_parser(sub)
+    sweep.add_parser(sub)
     return parser
 
 

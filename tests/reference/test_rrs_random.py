@@ -143,3 +143,18 @@ def test_samples_follow_the_exact_law():
     v = RandomOrderRecursiveRejectionVerifier()
     assert abs(sum(v.outcome_law(*args).values()) - 1) < 1e-12
     assert sampled_p_value(v, args, 2500, 1234) > 1e-4
+
+
+def test_same_law_as_the_validate_variant_rrs_random_order():
+    """Per-node random order (rrs_random) and one global random permutation of the drafts
+    (the harness's ``rrs:random_order`` variant) give the same law for every draft tuple: the
+    drafts through a node are interchangeable above it, so the restriction of a uniform
+    permutation to them stays uniform given everything decided above."""
+    from spectr_gbv.reference.variants import RandomOrderRRS
+
+    rng = np.random.default_rng(0)
+    for seed in range(12):
+        inst = random_instance(3, 2, seed, zero_prob=0.2)
+        drafts = _draw(inst, 3, rng)
+        args = iteration_inputs(inst, drafts)
+        assert RandomOrderRecursiveRejectionVerifier().outcome_law(*args) == RandomOrderRRS().outcome_law(*args)

@@ -1,0 +1,193 @@
+"""``spectr-gbv sweep``: run a declared grid on Ray into a Parquet dataset; ``sweep summarize DIR``: report on it.
+
+``sweep bench``: the real-model bench grid on Ray, one configuration per task (:mod:`spectr_gbv.sweep.bench`).
+
+Argument parsing only: the grid, the runner and the summary live in :mod:`spectr_gbv.sweep`
+and are imported inside the handlers, so ``--help`` imports neither numpy nor ray.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+from spectr_gbv.cli.common import UsageError, print_json
+
+
+def run(args: argparse.Namespace) -> int:
+    """Execute ``sweep`` (the run form); returns 0, or 1 when a task failed after its retries."""
+    from spectr_gbv.sweep.grid import grid_from_args, load_grid_toml
+
+    if not args.out:
+        raise UsageError("--out DIR is required (the Parquet dataset's folder)")
+    if args.num_cpus is not None and args.num_cpus < 1:
+        raise UsageError(f"--num-cpus must be >= 1, got {args.num_cpus}")
+    try:
+        base = load_grid_toml(args.grid) if args.grid else None
+        grid = grid_from_args(
+            random=args.random or (),
+            instances=args.instances,
+            battery=args.battery,
+            methods=args.methods,
+            ks=args.K,
+            measures=args.measures,
+            base=base,
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    from spectr_gbv.sweep.runner import run_sweep
+
+    try:
+        result = run_sweep(grid, args.out, address=args.address, num_cpus=args.num_cpus, show_progress=not args.quiet)
+    except (ImportError, ValueError) as exc:
+        raise UsageError(str(exc).splitlines()[0]) from exc
+    if args.json:
+        print_json(dataclasses.asdict(result))
+    else:
+        print(
+            f"Sweep of {result.tasks_total} instances: {result.tasks_done} tasks done, {result.tasks_skipped} "
+            f"skipped (already stored), {result.tasks_failed} failed; {result.rows_written} rows written in "
+            f"{result.seconds:.1f} s to {result.out}"
+            + (" (rerun the same command to retry the failed tasks)." if result.tasks_failed else ".")
+        )
+    return 1 if result.tasks_failed else 0
+
+
+def run_summarize(args: argparse.Namespace) -> int:
+    """Execute ``sweep summarize DIR``: write the summary files, print it as Markdown (or JSON with ``--json``)."""
+    try:
+        from spectr_gbv.sweep.summary import summarize
+    except ImportError as exc:
+        raise UsageError(f"sweep summarize needs the 'sweep' extra: pip install 'spectr_gbv[sweep]' ({exc})") from exc
+    try:
+        summary = summarize(
+            args.directory, args.summary_out or args.directory, baseline=args.baseline, plots=not args.no_plots
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from exc
+    if args.json:
+        print_json(summary.to_json())
+    else:
+        print(summary.to_markdown())
+    return 0
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    """Execute ``sweep bench``: the bench grid on Ray, one task per configuration; 1 when a task failed."""
+    from spectr_gbv.cli.bench import build_config
+
+    if not args.out:
+        raise UsageError("--out DIR is required (the Parquet dataset's folder)")
+    if args.num_cpus is not None and args.num_cpus < 1:
+        raise UsageError(f"--num-cpus must be >= 1, got {args.num_cpus}")
+    config = build_config(args)
+    try:
+        from spectr_gbv.sweep.bench import SHIPPED_MODELS, BenchSweep, resolve, run_bench_sweep
+    except ImportError as exc:
+        raise UsageError(str(exc).splitlines()[0]) from exc
+    for option, spec in (("--models", args.models), ("--prompt-loader", args.prompt_loader)):
+        try:
+            if spec is not None:
+                resolve(spec)
+        except ValueError as exc:
+            raise UsageError(f"{option} {exc}") from exc
+    sweep = BenchSweep(config, args.models or SHIPPED_MODELS, args.prompt_loader, args.cache_dir)
+    try:
+        result = run_bench_sweep(
+            sweep, args.out, address=args.address, num_cpus=args.num_cpus, show_progress=not args.quiet
+        )
+    except (ImportError, ValueError) as exc:
+        raise UsageError(str(exc).splitlines()[0]) from exc
+    if args.json:
+        print_json(dataclasses.asdict(result))
+    else:
+        print(
+            f"Bench sweep of {result.tasks_total} configurations: {result.tasks_done} done, {result.tasks_skipped} "
+            f"skipped (already stored), {result.tasks_failed} failed; {result.rows_written} rows written in "
+            f"{result.seconds:.1f} s to {result.out}"
+            + (" (rerun the same command to retry the failed tasks)." if result.tasks_failed else ".")
+        )
+    return 1 if result.tasks_failed else 0
+
+
+def _add_bench_parser(forms: argparse._SubParsersAction) -> None:
+    """Register ``sweep bench`` (options as ``spectr-gbv bench``'s, plus the Ray and model-spec ones)."""
+    b = forms.add_parser(
+        "bench",
+        help="the real-model bench grid on Ray, one configuration per task (one GPU each when the cluster has GPUs)",
+        description="Run the decoding grid of 'spectr-gbv bench' (every method, K, L, T) on Ray, one task per "
+        "configuration on every dataset and prompt, each task on one GPU when the cluster has GPUs (else one "
+        "CPU), into a Parquet dataset (one row per dataset and configuration). A rerun skips the stored rows.",
+    )
+    b.add_argument("--preset", default="quick", help="quick or full (default quick): datasets, prompts, axes")
+    b.add_argument("--datasets", help="comma-separated prompt sets (default: the preset's)")
+    b.add_argument("--methods", help="comma-separated methods (ar is always run)")
+    b.add_argument("--prompts", dest="num_prompts", metavar="N", help="prompts per dataset")
+    b.add_argument("--max-new-tokens", dest="max_new_tokens", metavar="N", help="tokens generated per prompt")
+    b.add_argument("--K", help="K sweep values, e.g. 1,3,5,7")
+    b.add_argument("--L", help="L sweep values, e.g. 4,8,12,16")
+    b.add_argument("--T", help="T sweep values, e.g. 0.1,0.4,0.7")
+    b.add_argument("--seed", help="prompt selection and decoding seed (default 0)")
+    b.add_argument(
+        "--models",
+        default=None,
+        metavar="MODULE:FUNCTION",
+        help="a function returning the BenchModels pair (default: the shipped pair of 'spectr-gbv bench')",
+    )
+    b.add_argument(
+        "--prompt-loader", default=None, metavar="MODULE:FUNCTION", help="(config, models) -> encoded prompts"
+    )
+    b.add_argument("--cache-dir", metavar="PATH", help="cache root of the prompt data")
+    b.add_argument("--out", metavar="DIR", help="the dataset's folder (created; rows already there are kept)")
+    b.add_argument("--address", default=None, help="an existing Ray cluster (default: a local Ray)")
+    b.add_argument("--num-cpus", type=int, default=None, help="CPUs of the local Ray (default: all)")
+    b.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
+    b.add_argument("--json", action="store_true", help="print the result as JSON")
+    b.set_defaults(func=run_bench, no_peer=True, no_predict=True, no_lossless=True)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register the ``sweep`` subcommand and its ``summarize`` form."""
+    p = sub.add_parser(
+        "sweep",
+        help="run a grid of instances x methods x K on Ray into a Parquet dataset (resumable); 'summarize' it",
+        description=(
+            "Run a declared grid (a TOML file or the flags below) on Ray, one task per instance, into a "
+            "Parquet dataset (one row per instance, method and K). A rerun skips the rows already stored. "
+            "'spectr-gbv sweep summarize DIR' reports on a dataset."
+        ),
+    )
+    p.add_argument("--grid", metavar="FILE.toml", help="the grid as a TOML file (flags below override its fields)")
+    p.add_argument(
+        "--random",
+        action="append",
+        metavar="n,L,seeds[,zero_prob]",
+        help="a family of random exact instances, seeds a range such as 0-99 (repeatable)",
+    )
+    p.add_argument("--instances", metavar="DIR", help="a folder of instance JSON files")
+    p.add_argument("--battery", action="store_true", help="add the validate battery's instances")
+    p.add_argument("--methods", default=None, help="comma-separated stable method names (default sd,bv,mdbv)")
+    p.add_argument("--K", default=None, help="numbers of drafts in 1..8, e.g. 2,3 or 2-4 (default 1,2)")
+    p.add_argument("--measures", default=None, help="comma-separated subset of tau,bounds,opt,ot (default tau,bounds)")
+    p.add_argument("--out", metavar="DIR", help="the dataset's folder (created; rows already there are kept)")
+    p.add_argument("--address", default=None, help="an existing Ray cluster (default: a local Ray)")
+    p.add_argument("--num-cpus", type=int, default=None, help="CPUs of the local Ray (default: all)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar on stderr (also: SPECTR_GBV_QUIET=1)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=run)
+    forms = p.add_subparsers(dest="sweep_command", metavar="{summarize,bench}")
+    s = forms.add_parser("summarize", help="tables (and plots) of a sweep dataset")
+    s.add_argument("directory", metavar="DIR", help="the sweep's dataset folder")
+    s.add_argument(
+        "--out",
+        dest="summary_out",
+        metavar="OUT",
+        default=None,
+        help="folder for summary.md, summary.json and the plots (default: DIR itself)",
+    )
+    s.add_argument("--baseline", default="mdbv", help="the method others are compared with (default mdbv)")
+    s.add_argument("--no-plots", action="store_true", help="tables only")
+    s.add_argument("--json", action="store_true", help="print the summary as JSON")
+    s.add_argument("--quiet", action="store_true", help="no progress bars on stderr")
+    s.set_defaults(func=run_summarize)
+    _add_bench_parser(forms)

@@ -1,0 +1,21 @@
+"""Sweeps: a declared grid of instances x methods x K run on Ray into a Parquet dataset.
+
+The layer sits above ``simulate`` and ``validate`` and below ``cli``. Modules:
+
+* :mod:`spectr_gbv.sweep.schema`: the Parquet table's columns, key and measures (a public contract);
+* :mod:`spectr_gbv.sweep.grid`: :class:`~spectr_gbv.sweep.grid.SweepGrid` (TOML file or CLI
+  flags) and its split into :class:`~spectr_gbv.sweep.grid.Task` objects, one per instance;
+* :mod:`spectr_gbv.sweep.tasks`: :func:`~spectr_gbv.sweep.tasks.run_task`, the rows of one task
+  (pure, no Ray);
+* :mod:`spectr_gbv.sweep.store`: :class:`~spectr_gbv.sweep.store.SweepStore`, atomic part files
+  deduplicated by key, and :func:`~spectr_gbv.sweep.store.read_table`;
+* :mod:`spectr_gbv.sweep.runner`: :func:`~spectr_gbv.sweep.runner.run_sweep` (Ray, resumable,
+  retried);
+* :mod:`spectr_gbv.sweep.summary`: :func:`~spectr_gbv.sweep.summary.summarize`, the tables and
+  plots of a finished sweep;
+* :mod:`spectr_gbv.sweep.bench`: the real-model bench grid on Ray, one configuration per task
+  (one GPU each when the cluster has GPUs).
+
+Nothing is imported here: ray and pyarrow (the ``sweep`` extra) are imported only when a
+sweep runs or a dataset is read, so ``import spectr_gbv.sweep`` costs nothing.
+"""

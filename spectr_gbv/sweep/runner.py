@@ -1,0 +1,297 @@
+"""Run a sweep grid on Ray: tasks in workers, rows written by the driver, resumable, retried.
+
+:func:`run_sweep` splits the grid into tasks (one per instance), skips the tasks whose every
+row is already stored (resume), runs the others as Ray tasks with ``max_retries`` (a worker
+that dies mid-task is replaced and the task rerun), and writes each finished task's rows from
+the driver through :class:`~spectr_gbv.sweep.store.SweepStore`, so a dying worker never leaves
+a partial file and no key is ever stored twice. Ray runs locally by default (``ray.init``
+with the machine's CPUs, no dashboard); ``address`` joins an existing cluster; a Ray already
+initialised in the process is reused.
+
+Testing hook: when the environment variable :data:`KILL_ONCE_ENV` names a file that does not
+exist yet, the first task to see it creates the file and kills its worker process
+(``os._exit(1)``), mid-task; Ray must then retry the task. The variable is read in the driver
+and passed to the workers through the task's ``runtime_env``, so it works on a Ray started
+before it was set.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from spectr_gbv.sweep.grid import SweepGrid, Task
+
+#: Environment variable of the worker-kill testing hook (see the module docstring).
+KILL_ONCE_ENV = "SPECTR_GBV_SWEEP_KILL_ONCE"
+
+#: The one-line hint given when ray or pyarrow is missing.
+INSTALL_HINT = "spectr-gbv sweep needs ray and pyarrow: pip install 'spectr_gbv[sweep]'"
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """What one :func:`run_sweep` call did.
+
+    Attributes
+    ----------
+    tasks_total : int
+        Tasks (instances) of the grid.
+    tasks_skipped : int
+        Tasks whose every row was already stored (resume).
+    tasks_done : int
+        Tasks run and written in this call.
+    tasks_failed : int
+        Tasks that failed after Ray's retries (their rows are not stored; a rerun retries them).
+    rows_written : int
+        Rows stored by this call.
+    seconds : float
+        Wall time of the call.
+    out : str
+        The sweep folder.
+    failures : tuple of str
+        One line per failed task: its instance id and the error.
+    """
+
+    tasks_total: int
+    tasks_skipped: int
+    tasks_done: int
+    tasks_failed: int
+    rows_written: int
+    seconds: float
+    out: str = ""
+    failures: tuple[str, ...] = field(default=())
+
+
+def _import_backends() -> Any:
+    """``ray`` (and a check that pyarrow imports), or ImportError with :data:`INSTALL_HINT`."""
+    try:
+        import pyarrow  # noqa: F401
+        import ray
+    except ImportError as exc:
+        raise ImportError(f"{INSTALL_HINT} ({exc})") from exc
+    return ray
+
+
+def _task_body(task: Task) -> list[dict[str, Any]]:
+    """What a Ray worker runs: the kill hook, then :func:`~spectr_gbv.sweep.tasks.run_task`."""
+    marker = os.environ.get(KILL_ONCE_ENV)
+    if marker:
+        try:
+            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            pass
+        else:
+            os.write(fd, f"{os.getpid()} {task.instance_id}\n".encode())
+            os.close(fd)
+            os._exit(1)  # the worker process dies mid-task: Ray must retry it
+    from spectr_gbv.sweep.tasks import run_task
+
+    return run_task(task)
+
+
+_REMOTE: dict[int, Any] = {}
+
+
+def _remote(ray: Any, max_retries: int) -> Any:
+    """The Ray remote function of :func:`_task_body` with ``max_retries`` (built once per value)."""
+    if max_retries not in _REMOTE:
+        _REMOTE[max_retries] = ray.remote(max_retries=max_retries, num_cpus=1)(_task_body)
+    return _REMOTE[max_retries]
+
+
+def _cancel(ray: Any, refs: Any) -> None:
+    """Cancel the tasks still in flight (best effort: Ray may have finished them)."""
+    for ref in refs:
+        try:
+            ray.cancel(ref, force=False)
+        except Exception:  # noqa: BLE001 - a finished or lost task cannot be cancelled; nothing to do
+            pass
+
+
+def start_ray(ray: Any, address: str | None, num_cpus: int | None) -> bool:
+    """Initialise Ray unless it already is: ``address``, or a local Ray without dashboard.
+
+    Returns True when this call started it (the caller then shuts it down).
+    """
+    if ray.is_initialized():
+        return False
+    options: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.WARNING}
+    if address is None:
+        options.update(num_cpus=num_cpus or os.cpu_count(), include_dashboard=False)
+    ray.init(address=address, **options)
+    return True
+
+
+def drive(
+    ray: Any,
+    pending: list[Any],
+    submit: Callable[[Any], Any],
+    name: Callable[[Any], str],
+    store: Any,
+    result: SweepResult,
+    *,
+    label: str,
+    window: int,
+    show_progress: bool,
+    on_task_done: Callable[[SweepResult], None] | None = None,
+) -> SweepResult:
+    """Run ``pending`` items as Ray tasks, at most ``window`` in flight; the driver writes their rows.
+
+    Parameters
+    ----------
+    ray : module
+    pending : list
+        Items to run, in order (tasks of a grid, bench configurations).
+    submit : callable
+        ``submit(item) -> ObjectRef`` of a task returning the item's rows (a list of dicts).
+    name : callable
+        ``name(item) -> str``: the item in a failure line.
+    store : SweepStore
+        Where each finished item's rows are written (only new keys are stored).
+    result : SweepResult
+        The counts so far (total, skipped); returned updated.
+    label : str
+        The progress bar's and failure lines' label (``"sweep"``, ``"sweep bench"``).
+    window : int
+        Largest number of tasks in flight.
+    show_progress : bool
+        A progress bar on stderr (terminals only) with done / failed and an ETA.
+    on_task_done : callable, optional
+        Called with the result so far after each written item; an exception it raises stops the
+        run (rows written stay, tasks in flight are cancelled).
+
+    Returns
+    -------
+    SweepResult
+        With ``tasks_done``, ``tasks_failed``, ``rows_written`` and ``failures`` updated
+        (``seconds`` is the caller's to set).
+    """
+    from spectr_gbv.core.progress import progress
+
+    queue = list(reversed(pending))
+    in_flight: dict[Any, Any] = {}
+    failures: list[str] = list(result.failures)
+    bar = progress(len(pending), label, quiet=None if show_progress else True, unit="task")
+    try:
+        while queue or in_flight:
+            while queue and len(in_flight) < window:
+                item = queue.pop()
+                in_flight[submit(item)] = item
+            ready, _ = ray.wait(list(in_flight), num_returns=1)
+            for ref in ready:
+                item = in_flight.pop(ref)
+                try:
+                    rows = ray.get(ref)
+                except Exception as exc:  # noqa: BLE001 - a task failed after its retries: report it, go on
+                    line = " ".join(str(exc).split())[:300]
+                    failures.append(f"{name(item)}: {type(exc).__name__}: {line}")
+                    print(f"spectr-gbv {label}: task failed: {failures[-1]}", file=sys.stderr)
+                    result = replace(result, tasks_failed=result.tasks_failed + 1, failures=tuple(failures))
+                else:
+                    written = store.write(rows)
+                    result = replace(
+                        result, tasks_done=result.tasks_done + 1, rows_written=result.rows_written + written
+                    )
+                bar.update(1)
+                bar.set_postfix_str(f"done {result.tasks_done}, failed {result.tasks_failed}")
+                if on_task_done is not None:
+                    on_task_done(result)
+    finally:
+        bar.close()
+        if in_flight:
+            _cancel(ray, in_flight)
+    return result
+
+
+def run_sweep(
+    grid: SweepGrid,
+    out: str | Path,
+    *,
+    address: str | None = None,
+    num_cpus: int | None = None,
+    show_progress: bool = True,
+    on_task_done: Callable[[SweepResult], None] | None = None,
+    max_retries: int = 3,
+) -> SweepResult:
+    """Run every task of ``grid`` not yet stored in ``out``, on Ray; rows go to the Parquet dataset.
+
+    Parameters
+    ----------
+    grid : SweepGrid
+        The declared grid.
+    out : str or Path
+        The sweep folder (:class:`~spectr_gbv.sweep.store.SweepStore`; created if missing).
+        Rows already stored there are kept and their tasks skipped.
+    address : str, optional
+        An existing Ray cluster (``ray.init(address=...)``). Default: a local Ray with
+        ``num_cpus`` CPUs and no dashboard. A Ray already initialised is reused as it is.
+        The cluster's workers must be able to import this package.
+    num_cpus : int, optional
+        CPUs of the local Ray (default ``os.cpu_count()``); one task per CPU at a time.
+    show_progress : bool
+        A progress bar on stderr (:func:`~spectr_gbv.core.progress.progress`: terminals only)
+        with the tasks done / failed and an ETA.
+    on_task_done : callable, optional
+        Called with the :class:`SweepResult` so far after each task's rows are written. An
+        exception it raises (e.g. KeyboardInterrupt) stops the sweep: the rows written stay,
+        the tasks in flight are cancelled, and a rerun resumes.
+    max_retries : int
+        Ray's retries of a task whose worker died (default 3).
+
+    Returns
+    -------
+    SweepResult
+
+    Raises
+    ------
+    ImportError
+        ray or pyarrow is missing (one line: ``pip install 'spectr_gbv[sweep]'``).
+    ValueError
+        ``out`` is not a folder, or the grid's instance ids collide.
+    """
+    start = time.perf_counter()
+    ray = _import_backends()
+    from spectr_gbv.sweep.store import SweepStore
+
+    store = SweepStore(out)
+    store.record_grid(grid.to_dict())
+    tasks = grid.tasks()
+    stored = store.existing_keys()
+    pending = [t for t in tasks if not t.keys() <= stored]
+    result = SweepResult(len(tasks), len(tasks) - len(pending), 0, 0, 0, 0.0, str(out))
+    if not pending:
+        return replace(result, seconds=time.perf_counter() - start)
+
+    started_ray = start_ray(ray, address, num_cpus)
+    try:
+        remote = _remote(ray, max_retries)
+        marker = os.environ.get(KILL_ONCE_ENV)
+        if marker:
+            remote = remote.options(runtime_env={"env_vars": {KILL_ONCE_ENV: marker}})
+        window = max(4, 2 * int(ray.available_resources().get("CPU", 1) or 1))
+        result = drive(
+            ray,
+            pending,
+            remote.remote,
+            lambda task: task.instance_id,
+            store,
+            result,
+            label="sweep",
+            window=window,
+            show_progress=show_progress,
+            on_task_done=on_task_done,
+        )
+    finally:
+        if started_ray:
+            ray.shutdown()
+    return replace(result, seconds=time.perf_counter() - start)
+
+
+__all__ = ["INSTALL_HINT", "KILL_ONCE_ENV", "SweepResult", "drive", "run_sweep", "start_ray"]

@@ -1,0 +1,516 @@
+"""``spectr-gbv sweep summarize DIR``: the tables a paper needs from a sweep's Parquet table.
+
+Per method and K: E[tau] / OPT (mean, median, worst, 10% and 90% quantiles), the gap closure
+over a baseline method, the share of instances where the method is best among the lossless
+methods, and the lossless violations with the worst witness; per method: the instances where
+E[tau] decreases when K increases (a claim search over K). Output as markdown
+(:meth:`Summary.to_markdown`), JSON (:meth:`Summary.to_json`) and PNG plots
+(:meth:`Summary.write`).
+
+Conventions, in one place:
+
+* rows whose ``error`` is not null are ignored (and counted per method and K);
+* an exact column (``expected_accepted``, ``validity_defect``) is exact when it reads ``"a"`` or
+  ``"a/b"``; otherwise (the repr of a float, float64 instances) the float64 column is used;
+* a method is lossless when the registry says so
+  (:func:`spectr_gbv.reference.registry.get_verifier` ``.lossless``); a name the registry does not
+  know (``greedy_bv``, ``lp_oracle``, a user's method) counts as lossless;
+* statistics are over instances: mean = ``math.fsum / n``, median = ``statistics.median``,
+  worst = min, quantiles = :func:`numpy.quantile` (linear).
+
+pyarrow is needed to read the table (the ``sweep`` extra); matplotlib is imported only inside
+:meth:`Summary.write` when plots are requested.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import statistics
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from spectr_gbv.core.numbers import display_value, format_value
+from spectr_gbv.reference.registry import STABLE_METHOD_NAMES, get_verifier
+from spectr_gbv.sweep.store import read_table
+
+#: Gap closure is undefined where OPT - E_baseline is at most this (the baseline reaches OPT).
+GAP_TOL: float = 1e-12
+#: A float64 instance's validity defect above this is a lossless violation (exact: any nonzero).
+DEFECT_TOL: float = 1e-9
+#: A float64 instance's E[tau] drop above this, when K grows, is a monotonicity failure (exact: any).
+DROP_TOL: float = 1e-9
+
+_EXACT = re.compile(r"^\s*[-+]?\d+(\s*/\s*\d+)?\s*$")
+_COLUMNS = ("instance_id", "method", "K", "expected_accepted", "expected_accepted_float", "opt")
+_COLUMNS += ("validity_defect", "validity_defect_float", "error")
+
+
+def _exact(text: str | None) -> Fraction | None:
+    """Fraction of an exact string ``"a"`` / ``"a/b"``; None for a float repr or null."""
+    return Fraction(text.replace(" ", "")) if text is not None and _EXACT.match(text) else None
+
+
+def _value(text: str | None, number: float | None) -> Fraction | None:
+    """The exact value when ``text`` is exact, else the float (``number``, else ``float(text)``)."""
+    exact = _exact(text)
+    if exact is not None:
+        return exact
+    if number is None and text is not None:
+        try:
+            number = float(text)
+        except ValueError:
+            return None
+    return Fraction(number) if number is not None and math.isfinite(number) else None
+
+
+def _lossless(method: str) -> bool:
+    """The registry's ``lossless`` flag; True for a name the registry does not know."""
+    try:
+        return bool(get_verifier(method).lossless)
+    except ValueError:
+        return True
+
+
+def _stats(values: list[float]) -> dict[str, Any]:
+    """``{"n", "mean", "median", "worst", "q10", "q90"}`` of floats (None entries when empty)."""
+    if not values:
+        return {"n": 0, "mean": None, "median": None, "worst": None, "q10": None, "q90": None}
+    q10, q90 = (float(q) for q in np.quantile(np.asarray(values, dtype=np.float64), [0.1, 0.9]))
+    mean, median = math.fsum(values) / len(values), float(statistics.median(values))
+    return {"n": len(values), "mean": mean, "median": median, "worst": min(values), "q10": q10, "q90": q90}
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What :func:`summarize` found in a sweep table; see :meth:`to_json` for every key.
+
+    Attributes
+    ----------
+    directory : str
+        The sweep directory that was read.
+    baseline : str
+        The method the gap closure is measured from.
+    rows, rows_ok, instances : int
+        Rows read (deduplicated), rows without ``error``, distinct ``instance_id`` values.
+    methods : tuple of str
+        Methods present, in the registry's stable order (others after, sorted).
+    ks : tuple of int
+        K values present, increasing.
+    errors : dict
+        method -> number of rows with ``error`` not null.
+    cells : tuple of dict
+        One dict per (method, K) present, in (method, K) order (keys in :meth:`to_json`).
+    violations : dict
+        Lossless method -> ``{"count", "worst"}`` over all K.
+    monotonicity : dict
+        method -> ``{"instances", "failures", "worst"}`` (E[tau] decreasing in K).
+    gap_values : dict
+        method -> gap closure per (instance, K), K pooled, in (K, instance_id) order (for the
+        histogram; not in the JSON).
+    """
+
+    directory: str
+    baseline: str
+    rows: int
+    rows_ok: int
+    instances: int
+    methods: tuple[str, ...]
+    ks: tuple[int, ...]
+    errors: dict[str, int]
+    cells: tuple[dict[str, Any], ...]
+    violations: dict[str, dict[str, Any]]
+    monotonicity: dict[str, dict[str, Any]]
+    gap_values: dict[str, tuple[float, ...]] = field(repr=False, compare=False)
+
+    def to_json(self) -> dict[str, Any]:
+        """The summary as JSON-ready data (floats, strings, ints, None; stable keys).
+
+        Returns
+        -------
+        dict
+            ``directory`` (str), ``baseline`` (str), ``rows``, ``rows_ok``, ``instances`` (int),
+            ``methods`` (list of str), ``K`` (list of int), ``errors`` ({method: int}),
+            ``cells`` (list, one per (method, K)), ``violations`` ({lossless method:
+            {``count``, ``worst``}}), ``monotonicity`` ({method: {``instances`` (instances with
+            two K or more), ``failures`` (instances where E[tau] drops), ``worst``}}).
+
+            A cell has ``method``, ``K``, ``lossless`` (registry flag), ``instances`` (rows
+            without error), ``errors``; ``ratio`` = E[tau] / OPT statistics {``n``, ``mean``,
+            ``median``, ``worst`` (min), ``q10``, ``q90``} over rows with OPT; ``gap_closure`` =
+            {``n``, ``mean``, ``median``, ``worst``, ``q10``, ``q90``, ``excluded`` (the
+            baseline reaches OPT)}; ``best`` = {``contested`` (instances at this K with a lossless
+            row), ``wins`` (ties shared equally), ``share`` = wins / contested} and
+            ``violations`` = {``count``, ``worst``}, both None for a lossy method. A violation
+            witness is {``instance_id``, ``K``, ``defect`` (the stored string), ``defect_float``};
+            a monotonicity witness is {``instance_id``, ``K_from``, ``K_to``, ``drop`` (float),
+            ``drop_exact`` ("a/b" or None)}. A statistic over no value is None.
+        """
+        return {
+            "directory": self.directory,
+            "baseline": self.baseline,
+            "rows": self.rows,
+            "rows_ok": self.rows_ok,
+            "instances": self.instances,
+            "methods": list(self.methods),
+            "K": list(self.ks),
+            "errors": dict(self.errors),
+            "cells": [dict(c) for c in self.cells],
+            "violations": {m: dict(v) for m, v in self.violations.items()},
+            "monotonicity": {m: dict(v) for m, v in self.monotonicity.items()},
+        }
+
+    def to_markdown(self) -> str:
+        """A title line, the counts, and one markdown table per section.
+
+        Returns
+        -------
+        str
+            Sections: E[tau] / OPT, gap closure, best among lossless methods, lossless
+            violations, monotonicity in K, errors. Values as :func:`~spectr_gbv.core.numbers.display_value`.
+        """
+        d = display_value
+        lines = [
+            f"# Sweep summary: {self.directory}",
+            "",
+            f"{self.rows} rows ({self.rows_ok} ok, {self.rows - self.rows_ok} failed), {self.instances} instances, "
+            f"methods {', '.join(self.methods) or '-'}, K {', '.join(map(str, self.ks)) or '-'}.",
+        ]
+
+        def table(title: str, header: list[str], rows: list[list[Any]]) -> None:
+            lines.extend(["", f"## {title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)])
+            lines.extend("| " + " | ".join(str(x) for x in row) + " |" for row in rows)
+
+        def stat_row(s: dict[str, Any], keys: tuple[str, ...]) -> list[str]:
+            return [str(s["n"])] + [d(s[k]) for k in keys]
+
+        keys = ("mean", "median", "worst", "q10", "q90")
+        table(
+            "E[tau] / OPT",
+            ["method", "K", "instances", "with OPT", "mean", "median", "worst", "q10", "q90"],
+            [[c["method"], c["K"], c["instances"]] + stat_row(c["ratio"], keys) for c in self.cells],
+        )
+        table(
+            f"Gap closure over {self.baseline}: (E - E_base) / (OPT - E_base)",
+            ["method", "K", "n", "mean", "median", "worst", "excluded (base = OPT)"],
+            [[c["method"], c["K"]] + stat_row(c["gap_closure"], keys[:3]) + [c["gap_closure"]["excluded"]]
+             for c in self.cells],
+        )  # fmt: skip
+        lossless = [c for c in self.cells if c["lossless"]]
+        table(
+            "Best among lossless methods (ties shared)",
+            ["method", "K", "contested", "wins", "share"],
+            [[c["method"], c["K"], c["best"]["contested"], d(c["best"]["wins"]), d(c["best"]["share"])]
+             for c in lossless],
+        )  # fmt: skip
+
+        def witness(w: dict[str, Any] | None) -> list[str]:
+            return ["-", "-"] if w is None else [f"{w['instance_id']} (K={w['K']})", str(w["defect"])]
+
+        table(
+            "Lossless violations (validity defect != 0)",
+            ["method", "K", "violations", "worst instance", "defect"],
+            [[c["method"], c["K"], c["violations"]["count"]] + witness(c["violations"]["worst"]) for c in lossless],
+        )
+        mono = []
+        for m, v in self.monotonicity.items():
+            w = v["worst"]
+            where = "-" if w is None else f"{w['instance_id']} (K={w['K_from']} -> {w['K_to']})"
+            drop = "-" if w is None else (w["drop_exact"] or d(w["drop"]))
+            mono.append([m, v["instances"], v["failures"], where, drop])
+        table("E[tau] decreasing in K", ["method", "instances", "failures", "worst instance", "worst drop"], mono)
+        table("Errors", ["method", "failed rows"], [[m, n] for m, n in self.errors.items()])
+        return "\n".join(lines) + "\n"
+
+    def write(self, out: str | Path, *, plots: bool = True) -> list[Path]:
+        """Write ``summary.md``, ``summary.json`` and (``plots``) ``gap_closure.png``, ``tau_vs_k.png``.
+
+        Parameters
+        ----------
+        out : str or Path
+            Folder to write into (created if missing).
+        plots : bool
+            Also draw the PNGs (imports matplotlib, Agg backend).
+
+        Returns
+        -------
+        list of Path
+            The files written.
+        """
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "summary.md").write_text(self.to_markdown())
+        (out / "summary.json").write_text(json.dumps(self.to_json(), indent=2) + "\n")
+        files = [out / "summary.md", out / "summary.json"]
+        if plots:
+            files += _plot(self, out)
+        return files
+
+
+def _plot(summary: Summary, out: Path) -> list[Path]:
+    """Histogram of gap closure per method (K pooled; not the baseline, whose closure is 0) and
+    mean E[tau]/OPT against K with 10-90% bands."""
+    from matplotlib.figure import Figure  # no pyplot: the Agg canvas, no global backend state
+    from matplotlib.ticker import MaxNLocator
+
+    colours = {m: f"C{i % 10}" for i, m in enumerate(summary.methods)}
+    fig = Figure(figsize=(7, 4.5))
+    ax = fig.subplots()
+    pooled = [x for xs in summary.gap_values.values() for x in xs]
+    bins = np.linspace(min([0.0, *pooled]), max([1.0, *pooled]), 21)
+    for m, xs in summary.gap_values.items():
+        if xs and m != summary.baseline:
+            lossy = "" if next(c["lossless"] for c in summary.cells if c["method"] == m) else ", lossy"
+            ax.hist(xs, bins=bins, alpha=0.5, color=colours[m], label=f"{m} (n={len(xs)}{lossy})")
+    ax.set_xlabel(f"gap closure over {summary.baseline}")
+    ax.set_ylabel("instances x K")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize="small")
+    else:
+        ax.text(0.5, 0.5, "no gap closure values", ha="center", transform=ax.transAxes)
+    fig.tight_layout()
+    fig.savefig(out / "gap_closure.png", dpi=120)
+
+    fig = Figure(figsize=(7, 4.5))
+    ax = fig.subplots()
+    for m in summary.methods:
+        cells = [c for c in summary.cells if c["method"] == m and c["ratio"]["n"]]
+        if cells:
+            k = [c["K"] for c in cells]
+            ax.plot(k, [c["ratio"]["mean"] for c in cells], marker="o", color=colours[m], label=m)
+            lo, hi = [c["ratio"]["q10"] for c in cells], [c["ratio"]["q90"] for c in cells]
+            ax.fill_between(k, lo, hi, color=colours[m], alpha=0.2)
+    ax.set_xlabel("K (drafts)")
+    ax.set_ylabel("E[tau] / OPT (mean, 10-90% band)")
+    if summary.ks:
+        ax.set_xticks(list(summary.ks))
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(out / "tau_vs_k.png", dpi=120)
+    return [out / "gap_closure.png", out / "tau_vs_k.png"]
+
+
+def summarize(
+    directory: str | Path, out: str | Path | None = None, *, baseline: str = "mdbv", plots: bool = True
+) -> Summary:
+    r"""Summarize a sweep directory: the per-(method, K) tables, the violations and a claim search over K.
+
+    .. math::
+        \text{ratio} = \frac{E[\tau]}{\mathrm{OPT}(K)}, \qquad
+        \text{gap closure} = \frac{E[\tau] - E_\text{base}[\tau]}{\mathrm{OPT}(K) - E_\text{base}[\tau]}
+
+    per instance, for each (method, K). The ratio skips rows without OPT (and is 1 when
+    OPT = 0 = E[tau]); the gap closure needs the baseline's row for the same (instance, K) and
+    OPT - E_base > :data:`GAP_TOL` (else the instance is counted as ``excluded``). The best
+    method of an (instance, K) is the largest exact E[tau] among lossless methods, ties shared
+    equally. A lossless method's row is a violation when its exact ``validity_defect`` is not 0,
+    or its float defect exceeds :data:`DEFECT_TOL`. A monotonicity failure is an instance where
+    E[tau] at some K is below E[tau] at a smaller K (by more than :data:`DROP_TOL` unless both
+    values are exact); the worst drop is over all pairs of K.
+
+    Parameters
+    ----------
+    directory : str or Path
+        A sweep directory (``part-*.parquet`` files, schema :func:`~spectr_gbv.sweep.schema.arrow_schema`).
+    out : str, Path or None
+        Where to write ``summary.md``, ``summary.json`` and the PNGs (:meth:`Summary.write`);
+        None (default) writes nothing. The CLI passes the sweep directory itself unless told
+        otherwise (the reader only reads ``part-*.parquet``, so the outputs do not disturb it).
+    baseline : str
+        The method the gap closure is measured from.
+    plots : bool
+        With ``out``, also write ``gap_closure.png`` and ``tau_vs_k.png``. False never imports
+        matplotlib.
+
+    Returns
+    -------
+    Summary
+
+    Raises
+    ------
+    ValueError
+        ``directory`` is not a folder (a folder without parts gives an empty summary).
+    ImportError
+        pyarrow (or, for plots, matplotlib) is not installed.
+
+    Examples
+    --------
+    >>> s = summarize("runs/sweep1", out="runs/sweep1")  # doctest: +SKIP
+    >>> print(s.to_markdown())  # doctest: +SKIP
+    """
+    directory = Path(directory)
+    table = read_table(directory)
+    rows = table.select(list(_COLUMNS)).to_pylist()
+    order = {m: i for i, m in enumerate(STABLE_METHOD_NAMES)}
+    methods = tuple(sorted({r["method"] for r in rows}, key=lambda m: (order.get(m, len(order)), m)))
+    lossless = {m: _lossless(m) for m in methods}
+    errors = dict.fromkeys(methods, 0)
+    failed: dict[tuple[str, int], int] = {}
+    ok: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    value: dict[tuple[str, str, int], Fraction] = {}  # (method, instance_id, K) -> E[tau]
+    exact: set[tuple[str, str, int]] = set()  # the keys of value that are exact
+    for r in rows:
+        cell, key = (r["method"], r["K"]), (r["method"], r["instance_id"], r["K"])
+        ok.setdefault(cell, [])
+        if r["error"] is not None:
+            errors[r["method"]] += 1
+            failed[cell] = failed.get(cell, 0) + 1
+            continue
+        ok[cell].append(r)
+        v = _value(r["expected_accepted"], r["expected_accepted_float"])
+        if v is not None:
+            value[key] = v
+            if _exact(r["expected_accepted"]) is not None:
+                exact.add(key)
+    wins, contested = _best(value, lossless)
+    cells, gap_values = [], {m: [] for m in methods}
+    for m, k in sorted(ok, key=lambda mk: (methods.index(mk[0]), mk[1])):
+        cell, gaps = _cell(m, k, sorted(ok[(m, k)], key=lambda r: r["instance_id"]), value, baseline, lossless[m])
+        cell["errors"] = failed.get((m, k), 0)
+        if lossless[m]:
+            n, win = contested.get(k, 0), wins.get((m, k), Fraction(0))
+            cell["best"] = {"contested": n, "wins": float(win), "share": float(win / n) if n else None}
+        cells.append(cell)
+        gap_values[m].extend(gaps)
+    summary = Summary(
+        directory=str(directory),
+        baseline=baseline,
+        rows=len(rows),
+        rows_ok=sum(len(v) for v in ok.values()),
+        instances=len({r["instance_id"] for r in rows}),
+        methods=methods,
+        ks=tuple(sorted({r["K"] for r in rows})),
+        errors=errors,
+        cells=tuple(cells),
+        violations=_violations_by_method(cells),
+        monotonicity=_monotonicity(methods, value, exact),
+        gap_values={m: tuple(xs) for m, xs in gap_values.items()},
+    )
+    if out is not None:
+        summary.write(out, plots=plots)
+    return summary
+
+
+def _best(
+    value: dict[tuple[str, str, int], Fraction], lossless: dict[str, bool]
+) -> tuple[dict[tuple[str, int], Fraction], dict[int, int]]:
+    """(method, K) -> wins (ties shared equally) and K -> contested instances, lossless methods only."""
+    groups: dict[tuple[str, int], list[tuple[str, Fraction]]] = {}
+    for (m, inst, k), v in value.items():
+        if lossless[m]:
+            groups.setdefault((inst, k), []).append((m, v))
+    wins: dict[tuple[str, int], Fraction] = {}
+    contested: dict[int, int] = {}
+    for (_inst, k), entries in groups.items():
+        contested[k] = contested.get(k, 0) + 1
+        top = max(v for _, v in entries)
+        winners = [m for m, v in entries if v == top]
+        for m in winners:
+            wins[(m, k)] = wins.get((m, k), Fraction(0)) + Fraction(1, len(winners))
+    return wins, contested
+
+
+def _cell(
+    m: str,
+    k: int,
+    rows: list[dict[str, Any]],
+    value: dict[tuple[str, str, int], Fraction],
+    baseline: str,
+    lossless: bool,
+) -> tuple[dict[str, Any], list[float]]:
+    """The statistics of one (method, K) over its rows without error, and its gap closure values."""
+    ratios, gaps, excluded = [], [], 0
+    count, worst, worst_v = 0, None, Fraction(-1)
+    for r in rows:
+        inst, opt = r["instance_id"], r["opt"]
+        v = value.get((m, inst, k))
+        if v is not None and opt is not None and math.isfinite(opt):
+            if opt != 0:
+                ratios.append(float(v / Fraction(opt)))
+            elif v == 0:
+                ratios.append(1.0)
+            base = value.get((baseline, inst, k))
+            if base is not None:
+                if Fraction(opt) - base > GAP_TOL:
+                    gaps.append(float((v - base) / (Fraction(opt) - base)))
+                else:
+                    excluded += 1
+        text = r["validity_defect"]
+        defect = _value(text, r["validity_defect_float"])
+        if lossless and defect is not None and (defect != 0 if _exact(text) is not None else defect > DEFECT_TOL):
+            count += 1
+            if abs(defect) > worst_v:
+                worst_v = abs(defect)
+                worst = {
+                    "instance_id": inst,
+                    "K": k,
+                    "defect": text or repr(float(defect)),
+                    "defect_float": float(defect),
+                }
+    cell = {
+        "method": m, "K": k, "lossless": lossless, "instances": len(rows), "errors": 0,
+        "ratio": _stats(ratios), "gap_closure": {**_stats(gaps), "excluded": excluded}, "best": None,
+        "violations": {"count": count, "worst": worst} if lossless else None,
+    }  # fmt: skip
+    return cell, gaps
+
+
+def _violations_by_method(cells: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Lossless method -> ``{"count", "worst"}`` over all K (the worst by exact magnitude)."""
+    result: dict[str, dict[str, Any]] = {}
+    for c in cells:
+        if c["violations"] is None:
+            continue
+        entry = result.setdefault(c["method"], {"count": 0, "worst": None})
+        entry["count"] += c["violations"]["count"]
+        w, old = c["violations"]["worst"], entry["worst"]
+        if w is not None and (old is None or _magnitude(w) > _magnitude(old)):
+            entry["worst"] = w
+    return result
+
+
+def _magnitude(witness: dict[str, Any]) -> Fraction:
+    return abs(_value(witness["defect"], witness["defect_float"]) or Fraction(0))
+
+
+def _monotonicity(
+    methods: tuple[str, ...], value: dict[tuple[str, str, int], Fraction], exact: set[tuple[str, str, int]]
+) -> dict[str, dict[str, Any]]:
+    """Per method: instances whose E[tau] drops when K grows (worst drop over all pairs of K)."""
+    series: dict[tuple[str, str], list[tuple[int, Fraction]]] = {}
+    for (m, inst, k), v in value.items():
+        series.setdefault((m, inst), []).append((k, v))
+    result: dict[str, dict[str, Any]] = {m: {"instances": 0, "failures": 0, "worst": None} for m in methods}
+    worst: dict[str, Fraction] = {}
+    for (m, inst), points in sorted(series.items()):
+        if len(points) < 2:
+            continue
+        points.sort()
+        result[m]["instances"] += 1
+        failed = False
+        top_k, top = points[0]
+        for k, v in points[1:]:
+            drop = top - v
+            both_exact = (m, inst, top_k) in exact and (m, inst, k) in exact
+            if drop > (0 if both_exact else DROP_TOL):
+                failed = True
+                if m not in worst or drop > worst[m]:
+                    worst[m] = drop
+                    result[m]["worst"] = {
+                        "instance_id": inst, "K_from": top_k, "K_to": k, "drop": float(drop),
+                        "drop_exact": format_value(drop) if both_exact else None,
+                    }  # fmt: skip
+            if v > top:
+                top_k, top = k, v
+        result[m]["failures"] += failed
+    return result
+
+
+__all__ = ["DEFECT_TOL", "DROP_TOL", "GAP_TOL", "Summary", "summarize"]
