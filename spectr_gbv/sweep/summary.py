@@ -252,6 +252,11 @@ class Summary:
         return files
 
 
+#: The gap-closure histogram's range: values outside it (a method far below the baseline where
+#: the baseline is close to OPT gives -1000s) are drawn in the end bins and counted in the legend.
+GAP_PLOT_RANGE: tuple[float, float] = (-1.0, 1.0)
+
+
 def _plot(summary: Summary, out: Path) -> list[Path]:
     """Histogram of gap closure per method (K pooled; not the baseline, whose closure is 0) and
     mean E[tau]/OPT against K with 10-90% bands."""
@@ -261,13 +266,22 @@ def _plot(summary: Summary, out: Path) -> list[Path]:
     colours = {m: f"C{i % 10}" for i, m in enumerate(summary.methods)}
     fig = Figure(figsize=(7, 4.5))
     ax = fig.subplots()
-    pooled = [x for xs in summary.gap_values.values() for x in xs]
-    bins = np.linspace(min([0.0, *pooled]), max([1.0, *pooled]), 21)
+    lo, hi = GAP_PLOT_RANGE
+    bins = np.linspace(lo, hi, 25)
     for m, xs in summary.gap_values.items():
         if xs and m != summary.baseline:
             lossy = "" if next(c["lossless"] for c in summary.cells if c["method"] == m) else ", lossy"
-            ax.hist(xs, bins=bins, alpha=0.5, color=colours[m], label=f"{m} (n={len(xs)}{lossy})")
-    ax.set_xlabel(f"gap closure over {summary.baseline}")
+            outside = sum(1 for x in xs if not lo <= x <= hi)
+            note = f", {outside} clipped" if outside else ""
+            ax.hist(
+                np.clip(xs, lo, hi),
+                bins=bins,
+                histtype="step",
+                linewidth=1.5,
+                color=colours[m],
+                label=f"{m} (n={len(xs)}{note}{lossy})",
+            )
+    ax.set_xlabel(f"gap closure over {summary.baseline} (values outside [{lo:g}, {hi:g}] in the end bins)")
     ax.set_ylabel("instances x K")
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     if ax.get_legend_handles_labels()[0]:
