@@ -197,15 +197,15 @@ class Summary:
         )
         table(
             f"Gap closure over {self.baseline}: (E - E_base) / (OPT - E_base)",
-            ["method", "K", "n", "mean", "median", "worst", "excluded (base = OPT)"],
-            [[c["method"], c["K"]] + stat_row(c["gap_closure"], keys[:3]) + [c["gap_closure"]["excluded"]]
+            ["method", "K", "instances", "mean", "median", "worst", "q10", "q90", "excluded (base = OPT)"],
+            [[c["method"], c["K"]] + stat_row(c["gap_closure"], keys) + [c["gap_closure"]["excluded"]]
              for c in self.cells],
         )  # fmt: skip
         lossless = [c for c in self.cells if c["lossless"]]
         table(
             "Best among lossless methods (ties shared)",
             ["method", "K", "contested", "wins", "share"],
-            [[c["method"], c["K"], c["best"]["contested"], d(c["best"]["wins"]), d(c["best"]["share"])]
+            [[c["method"], c["K"], c["best"]["contested"], f"{c['best']['wins']:g}", d(c["best"]["share"])]
              for c in lossless],
         )  # fmt: skip
 

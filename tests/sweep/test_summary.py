@@ -195,8 +195,9 @@ def test_markdown_tables(summary, sweep_dir):
                   "E[tau] decreasing in K", "Errors"):  # fmt: skip
         assert f"\n## {title}" in md
     assert "| mdbv | 1 | 3 | 3 | 0.750000 | 0.750000 | 0.500000 | 0.550000 | 0.950000 |" in md
-    assert "| optimal_multidraft | 2 | 3 | -0.166667 | 0.500000 | -2.000000 | 0 |" in md
-    assert "| optimal_multidraft | 1 | 3 | 2.000000 | 0.666667 |" in md
+    # gap closures -2, 1/2, 1: numpy linear quantiles q10 = -3/2, q90 = 9/10
+    assert "| optimal_multidraft | 2 | 3 | -0.166667 | 0.500000 | -2.000000 | -1.500000 | 0.900000 | 0 |" in md
+    assert "| optimal_multidraft | 1 | 3 | 2 | 0.666667 |" in md
     assert "| optimal_multidraft | 2 | 1 | i2 (K=2) | 1/8 |" in md
     assert "| optimal_multidraft | 3 | 1 | i2 (K=1 -> 2) | 1/2 |" in md
     assert "| spectr_gbv_released | 1 |" in md.split("## Errors")[1]
