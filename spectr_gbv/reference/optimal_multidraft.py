@@ -202,8 +202,14 @@ def decompose(d: Sequence[Fraction], q: Sequence[Fraction], c: int) -> Decomposi
     raise AssertionError("decompose: more peels than support tokens (d is not a base)")
 
 
+#: ``priority`` values of :func:`node_rule`: the order in which steps 1-2 visit the tokens.
+PRIORITIES: tuple[str, ...] = ("id", "ratio")
+
+
 @lru_cache(maxsize=4096)
-def node_rule(p: tuple[Fraction, ...], q: tuple[Fraction, ...], c: int) -> tuple[tuple[Fraction, ...], Decomposition]:
+def node_rule(
+    p: tuple[Fraction, ...], q: tuple[Fraction, ...], c: int, priority: str = "id"
+) -> tuple[tuple[Fraction, ...], Decomposition]:
     r"""The optimal rule at one node: selection law d and its priority-order mixture.
 
     Parameters
@@ -212,6 +218,11 @@ def node_rule(p: tuple[Fraction, ...], q: tuple[Fraction, ...], c: int) -> tuple
         Target and draft laws at the node (each summing to 1).
     c : int
         Number of i.i.d. drafts through the node, >= 1.
+    priority : str
+        The order in which the greedy steps visit the tokens, which picks one of the optimal
+        bases: ``"id"`` (token id; the ``optimal_multidraft`` verifier) or ``"ratio"`` (p/q
+        descending, ties by id: the optimal base that gives high-ratio tokens the most
+        selection mass first). Every choice attains the same node optimum.
 
     Returns
     -------
@@ -220,8 +231,17 @@ def node_rule(p: tuple[Fraction, ...], q: tuple[Fraction, ...], c: int) -> tuple
         :math:`\min_A [p(A) + 1 - q(A)^c]` (:func:`spectr_gbv.theory.bounds.l1_optimum`).
     orders : tuple of (Fraction, tuple of int)
         :func:`decompose` of d.
+
+    Raises
+    ------
+    ValueError
+        ``priority`` not in :data:`PRIORITIES`.
     """
     support = [y for y in range(len(q)) if q[y] > 0]
+    if priority == "ratio":
+        support.sort(key=lambda y: (-(p[y] / q[y]), y))
+    elif priority != "id":
+        raise ValueError(f"priority must be one of {', '.join(PRIORITIES)}, got {priority!r}")
     a = _acceptance_vector(p, q, support, c)
     d = _raise_to_base(a, q, support, c)
     return tuple(d), decompose(d, q, c)
@@ -327,6 +347,7 @@ class OptimalMultiDraftVerifier(Verifier):
 
 
 __all__ = [
+    "PRIORITIES",
     "OptimalMultiDraftVerifier",
     "decompose",
     "node_rule",

@@ -137,3 +137,18 @@ def test_float_inputs_follow_the_exact_rule():
     exact = simulate_exact(inst, "optimal_multidraft", 2)
     flt = simulate_exact(inst.to_float(), "optimal_multidraft", 2)
     assert abs(float(exact.expected_accepted) - float(flt.expected_accepted)) < 1e-12
+
+
+def test_ratio_priority_is_another_optimal_base():
+    rng = random.Random(11)
+    differ = 0
+    for trial in range(100):
+        n, c = rng.randint(2, 5), rng.randint(2, 5)
+        p, q = _row(rng, n, trial % 2 == 0), _row(rng, n, trial % 3 == 0)
+        d, orders = node_rule(p, q, c, "ratio")
+        assert sum(min(a, b) for a, b in zip(p, d, strict=True)) == l1_optimum(list(p), list(q), c)[0]
+        assert [sum((w * order_vertex(q, o, c)[y] for w, o in orders), F(0)) for y in range(n)] == list(d)
+        differ += d != node_rule(p, q, c)[0]
+    assert differ > 0  # the two priorities pick different optimal bases on some nodes
+    with pytest.raises(ValueError, match="priority must be one of id, ratio"):
+        node_rule((F(1),), (F(1),), 2, "nope")

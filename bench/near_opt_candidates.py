@@ -1,0 +1,167 @@
+"""Issue 18 research log: candidate near_opt_bv verifiers, measured exactly against OPT(K).
+
+Each candidate is a lossless verifier written against the reference interface (not registered:
+a candidate becomes ``near_opt_bv`` only when it meets every requirement of issue 18). The
+battery (60 (instance, K) cases: n = 2, L = 2 dense; n = 3, L = 2 sparse; n = 2, L = 3 dense;
+K = 2, 3, 4) is evaluated in exact rationals, OPT(K) by the LP; the table is the gap closure
+(E - E_mdbv) / (OPT - E_mdbv) over the cases where MDBV is below OPT, the validity defects,
+the monotonicity steps in K, and the cases where a candidate is below the best existing method.
+
+Candidate ``selected_path_optimal`` (C1): walk down the draft trie choosing ONE path, at each
+node with the optimal single-step rule of ``optimal_multidraft`` (a priority-order mixture
+selecting a drafted token: :func:`spectr_gbv.reference.optimal_multidraft.node_rule`); the
+selected path X* then has an autoregressive law r, computable along the path by carrying the
+distribution of the number of drafts through the current node; run block verification on X*
+with draft law r. Lossless: BV is lossless for any draft law, and X* ~ r exactly. K = 1: r = q,
+so it is BV; L = 1: r is the optimal selection law d, so it is SD with d, which is OPT(K).
+
+Usage::
+
+    python bench/near_opt_candidates.py     # prints the markdown of docs/near_opt_bv.md's table
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import sys
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from spectr_gbv.core.instance import random_instance
+from spectr_gbv.reference.base import Verifier, VerifyInput
+from spectr_gbv.reference.choosers import Chooser, Emission
+from spectr_gbv.reference.kernels import block_verify
+from spectr_gbv.reference.optimal_multidraft import Decomposition, node_rule, selection_probabilities
+from spectr_gbv.simulate.exact import simulate_exact
+from spectr_gbv.theory.lp import optimal_lossless
+
+BATTERY = [(2, 2, s, 0.0) for s in range(8)] + [(3, 2, s, 0.3) for s in range(8)] + [(2, 3, s, 0.0) for s in range(4)]
+KS = (2, 3, 4)
+EXISTING = ("mdbv", "gbv_multipath", "optimal_multidraft", "khisti_is", "traversal")
+#: The methods issue 18 requires never to be beaten by near_opt_bv.
+ISSUE_LIST = ("mdbv", "gbv_multipath", "optimal_multidraft", "traversal")
+
+
+def _child_counts(q: tuple[Fraction, ...], orders: Decomposition, m: int, y: int) -> dict[int, Fraction]:
+    """P(token y is selected and m' of the m drafts carry it), m' = 1..m (priority-order mixture)."""
+    out: dict[int, Fraction] = {}
+    for w, order in orders:
+        before = sum((q[v] for v in order[: order.index(y)]), Fraction(0))
+        rest = 1 - before - q[y]
+        for mm in range(1, m + 1):
+            out[mm] = out.get(mm, Fraction(0)) + w * math.comb(m, mm) * q[y] ** mm * rest ** (m - mm)
+    return out
+
+
+class SelectedPathOptimalBV(Verifier):
+    """Candidate C1 (module docstring): optimal node selection of one path, then BV with its law.
+
+    ``priority`` picks the optimal node base (:func:`~spectr_gbv.reference.optimal_multidraft.node_rule`):
+    ``"id"`` (C1a) or ``"ratio"`` (C1b, high p/q tokens first).
+    """
+
+    name = "cand_selected_path_optimal"
+    lossless = True
+    symmetric = True
+    structure = "selected_draft"
+    citation = "issue 18 candidate C1 (this project)"
+
+    def __init__(self, priority: str = "id") -> None:
+        super().__init__()
+        self.priority = priority
+
+    def _rows(self, batch: VerifyInput, k: int) -> tuple[tuple[int, ...], list[np.ndarray]]:
+        """Draft k's tokens and the selected-path law r(.|x^t), t = 0..L-1."""
+        x = batch.draft(k)
+        dist = {batch.K: Fraction(1)}  # P(path to the node selected, m drafts through it)
+        rows = []
+        for t, y in enumerate(x):
+            p, q = tuple(batch.target_probs[k, t].tolist()), tuple(batch.draft_probs[k, t].tolist())
+            total = sum(dist.values())
+            r = [Fraction(0)] * len(q)
+            new: dict[int, Fraction] = {}
+            for m, w in dist.items():
+                d, orders = node_rule(p, q, m, self.priority)
+                for v in range(len(q)):
+                    r[v] += w * d[v]
+                for mm, pr in _child_counts(q, orders, m, y).items():
+                    new[mm] = new.get(mm, Fraction(0)) + w * pr
+            rows.append(np.array([v / total for v in r], dtype=object))
+            dist = new
+        return x, rows
+
+    def selected_draft_probability(self, batch: VerifyInput) -> Fraction:
+        """r(x) for ``batch`` = K copies of x."""
+        x, rows = self._rows(batch, 0)
+        return math.prod((row[v] for row, v in zip(rows, x, strict=True)), start=Fraction(1))
+
+    def run(self, batch: VerifyInput, prep: Any, chooser: Chooser) -> Emission:
+        """Select the path node by node, then block verification with draft law r."""
+        if not batch.exact:
+            raise ValueError("candidate C1 is written for exact inputs only")
+        active = list(range(batch.K))
+        for t in range(batch.L):
+            k0 = active[0]
+            p, q = tuple(batch.target_probs[k0, t].tolist()), tuple(batch.draft_probs[k0, t].tolist())
+            tokens = [int(batch.drafts[j, t]) for j in active]
+            sel = selection_probabilities(node_rule(p, q, len(tokens), self.priority)[1], tokens)
+            cands = sorted(sel)
+            y = cands[chooser.categorical([sel[v] for v in cands])] if len(cands) > 1 else cands[0]
+            active = [j for j in active if int(batch.drafts[j, t]) == y]
+        k = active[0]
+        x, rows = self._rows(batch, k)
+        tau, law = block_verify(
+            chooser, x, batch.target_probs[k, : batch.L], rows, batch.target_probs[k, batch.L], True
+        )
+        return Emission(x[:tau], law)
+
+
+def main() -> None:
+    """Evaluate the candidates on the battery and print the markdown table."""
+    cands = {
+        "C1a selected path, optimal node rule (id order)": SelectedPathOptimalBV("id"),
+        "C1b selected path, optimal node rule (ratio order)": SelectedPathOptimalBV("ratio"),
+    }
+    names = list(EXISTING) + list(cands)
+    closure: dict[str, list[float]] = {m: [] for m in names}
+    defects = {m: 0 for m in cands}
+    drops = {m: 0 for m in cands}
+    below: dict[str, list[str]] = {m: [] for m in cands}
+    cases = [(n, L, s, zp, k) for n, L, s, zp in BATTERY for k in KS]
+    prev: dict[tuple[str, tuple[int, int, int, float]], Fraction] = {}
+    for n, L, s, zp, k in tqdm(cases, desc="candidates", file=sys.stderr):
+        inst = random_instance(n, L, s, zero_prob=zp)
+        opt = optimal_lossless(inst.target, inst.draft, k, L).value
+        vals = {m: Fraction(simulate_exact(inst, m, k).expected_accepted) for m in EXISTING}
+        for m, v in cands.items():
+            r = simulate_exact(inst, v, k)
+            vals[m] = Fraction(r.expected_accepted)
+            defects[m] += r.validity_defect != 0
+            key = (m, (n, L, s, zp))
+            if key in prev and vals[m] < prev[key]:
+                drops[m] += 1
+            prev[key] = vals[m]
+            best = max(ISSUE_LIST, key=lambda e: vals[e])
+            if vals[m] < vals[best]:
+                below[m].append(f"{n},{L},{s},{zp:g} K={k}: {best} +{float(vals[best] - vals[m]):.4f}")
+        base = float(vals["mdbv"])
+        if opt - base > 1e-9:
+            for m in names:
+                closure[m].append((float(vals[m]) - base) / (opt - base))
+    print(f"{len(cases)} cases; gap closure over mdbv on the {len(closure['mdbv'])} with MDBV < OPT\n")
+    print("| method | mean | median | worst | defects != 0 | drops in K | cases below the issue's list |")
+    print("|---|---|---|---|---|---|---|")
+    for m in names:
+        xs = closure[m]
+        extra = (f"{defects[m]} | {drops[m]} | {len(below[m])}") if m in cands else "- | - | -"
+        print(f"| {m} | {statistics.mean(xs):.3f} | {statistics.median(xs):.3f} | {min(xs):.3f} | {extra} |")
+    for m, lines in below.items():
+        print(f"\n{m} below the best of the issue's list on: " + "; ".join(lines))
+
+
+if __name__ == "__main__":
+    main()
