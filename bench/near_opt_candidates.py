@@ -35,7 +35,7 @@ from spectr_gbv.core.instance import random_instance
 from spectr_gbv.reference.base import Verifier, VerifyInput
 from spectr_gbv.reference.choosers import Chooser, Emission
 from spectr_gbv.reference.kernels import block_verify
-from spectr_gbv.reference.optimal_multidraft import Decomposition, node_rule, selection_probabilities
+from spectr_gbv.reference.optimal_multidraft import Decomposition, node_rule, order_vertex, selection_probabilities
 from spectr_gbv.simulate.exact import simulate_exact
 from spectr_gbv.theory.lp import optimal_lossless
 
@@ -61,7 +61,9 @@ class SelectedPathOptimalBV(Verifier):
     """Candidate C1 (module docstring): optimal node selection of one path, then BV with its law.
 
     ``priority`` picks the optimal node base (:func:`~spectr_gbv.reference.optimal_multidraft.node_rule`):
-    ``"id"`` (C1a) or ``"ratio"`` (C1b, high p/q tokens first).
+    ``"id"`` (C1a) or ``"ratio"`` (C1b, high p/q tokens first). ``vertex_weight`` theta > 0 mixes
+    the node law with the ratio-priority vertex (the order of ``gbv_multipath``'s lexicographic
+    maximum: p/q descending, ties by the larger token id): theta = 1 is ``gbv_multipath``.
     """
 
     name = "cand_selected_path_optimal"
@@ -70,9 +72,23 @@ class SelectedPathOptimalBV(Verifier):
     structure = "selected_draft"
     citation = "issue 18 candidate C1 (this project)"
 
-    def __init__(self, priority: str = "id") -> None:
+    def __init__(self, priority: str = "id", vertex_weight: Fraction = Fraction(0)) -> None:
         super().__init__()
         self.priority = priority
+        self.theta = Fraction(vertex_weight)
+
+    def rule(
+        self, p: tuple[Fraction, ...], q: tuple[Fraction, ...], c: int
+    ) -> tuple[tuple[Fraction, ...], Decomposition]:
+        """The node's selection law and its priority-order mixture (module docstring)."""
+        d, orders = node_rule(p, q, c, self.priority)
+        if not self.theta:
+            return d, orders
+        vorder = tuple(sorted((y for y in range(len(q)) if q[y] > 0), key=lambda y: (-(p[y] / q[y]), -y)))
+        v = order_vertex(q, vorder, c)
+        th = self.theta
+        mix = tuple((1 - th) * a + th * b for a, b in zip(d, v, strict=True))
+        return mix, tuple((w * (1 - th), o) for w, o in orders if th < 1) + ((th, vorder),)
 
     def _rows(self, batch: VerifyInput, k: int) -> tuple[tuple[int, ...], list[np.ndarray]]:
         """Draft k's tokens and the selected-path law r(.|x^t), t = 0..L-1."""
@@ -85,7 +101,7 @@ class SelectedPathOptimalBV(Verifier):
             r = [Fraction(0)] * len(q)
             new: dict[int, Fraction] = {}
             for m, w in dist.items():
-                d, orders = node_rule(p, q, m, self.priority)
+                d, orders = self.rule(p, q, m)
                 for v in range(len(q)):
                     r[v] += w * d[v]
                 for mm, pr in _child_counts(q, orders, m, y).items():
@@ -108,7 +124,7 @@ class SelectedPathOptimalBV(Verifier):
             k0 = active[0]
             p, q = tuple(batch.target_probs[k0, t].tolist()), tuple(batch.draft_probs[k0, t].tolist())
             tokens = [int(batch.drafts[j, t]) for j in active]
-            sel = selection_probabilities(node_rule(p, q, len(tokens), self.priority)[1], tokens)
+            sel = selection_probabilities(self.rule(p, q, len(tokens))[1], tokens)
             cands = sorted(sel)
             y = cands[chooser.categorical([sel[v] for v in cands])] if len(cands) > 1 else cands[0]
             active = [j for j in active if int(batch.drafts[j, t]) == y]
@@ -125,6 +141,9 @@ def main() -> None:
     cands = {
         "C1a selected path, optimal node rule (id order)": SelectedPathOptimalBV("id"),
         "C1b selected path, optimal node rule (ratio order)": SelectedPathOptimalBV("ratio"),
+        "C1c C1b mixed 3/4 with the ratio vertex (theta 1/4)": SelectedPathOptimalBV("ratio", Fraction(1, 4)),
+        "C1d theta 1/2": SelectedPathOptimalBV("ratio", Fraction(1, 2)),
+        "C1e theta 1 (= gbv_multipath: a consistency check)": SelectedPathOptimalBV("ratio", Fraction(1)),
     }
     names = list(EXISTING) + list(cands)
     closure: dict[str, list[float]] = {m: [] for m in names}
