@@ -53,6 +53,7 @@ import numpy as np
 from spectr_gbv.core.numbers import Scalar
 from spectr_gbv.reference.base import DraftTuple, Verifier, VerifyInput, normalize, residual_or_fallback
 from spectr_gbv.reference.choosers import Chooser, Emission
+from spectr_gbv.reference.mdbv import continue_prefix
 from spectr_gbv.reference.structure import draft_probability, scan_drafts
 
 
@@ -334,13 +335,7 @@ class MultiDraftHierarchicalVerifier(Verifier):
         law : ndarray, shape (n,)
             Capped resampling law at the stop, or ``p(. | x^L)`` after L tokens.
         """
-        L = batch.L
-        x = batch.draft(k)
-        start = len(prefix)
-        target_rows = [law] + [batch.target_probs[k, t] for t in range(start + 1, L)]
-        draft_rows = [batch.draft_probs[k, t] for t in range(start, L)]
-        tau, law = hsd_verify(chooser, x[start:], target_rows, draft_rows, batch.target_probs[k, L], batch.exact)
-        return x[: start + tau], law
+        return continue_prefix(hsd_verify, batch, k, prefix, law, chooser)
 
     def run(self, batch: VerifyInput, prep: Any, chooser: Chooser) -> Emission:
         """Scan the drafts in order, extending the accepted prefix with HSD."""

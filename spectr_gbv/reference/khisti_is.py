@@ -23,7 +23,6 @@ from fractions import Fraction
 from typing import Any, ClassVar
 
 import numpy as np
-from scipy.optimize import linprog
 
 from spectr_gbv.core.numbers import Scalar
 from spectr_gbv.reference.base import Verifier, VerifyInput, residual_or_fallback
@@ -125,6 +124,8 @@ def _truncated_lp(p: np.ndarray, pi: np.ndarray, q: np.ndarray, top: list[int], 
             const += pif[u] * qf[v]
         b_ub[row] = const
     c = np.r_[np.zeros(len(pairs)), -np.ones(s)]
+    from scipy.optimize import linprog  # lazily: importing the registry must not cost scipy.optimize
+
     res = linprog(c, A_ub=a_ub, b_ub=b_ub, bounds=[(0.0, 1.0)] * nvar, method="highs")
     if not res.success or not np.all(np.isfinite(res.x)):
         return {}

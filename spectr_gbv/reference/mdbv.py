@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -10,6 +11,44 @@ from spectr_gbv.reference.base import Verifier, VerifyInput
 from spectr_gbv.reference.choosers import Chooser, Emission
 from spectr_gbv.reference.kernels import block_verify
 from spectr_gbv.reference.structure import scan_drafts
+
+#: A block kernel: ``(chooser, tokens, target_rows, draft_rows, bonus_row, exact) -> (tau, law)``.
+BlockKernel = Callable[
+    [Chooser, Sequence[int], Sequence[np.ndarray], Sequence[np.ndarray], np.ndarray, bool], tuple[int, np.ndarray]
+]
+
+
+def continue_prefix(
+    kernel: BlockKernel, batch: VerifyInput, k: int, prefix: tuple[int, ...], law: np.ndarray, chooser: Chooser
+) -> tuple[tuple[int, ...], np.ndarray]:
+    """One ``draft_scan`` step: run a block kernel on draft ``k``'s tokens after ``prefix``.
+
+    The kernel's first target row is the current law ``law``, the later ones p along draft k;
+    its draft rows are q along draft k (MDBV with ``block_verify``; ``hsd_multidraft`` with
+    HSD's kernel).
+
+    Parameters
+    ----------
+    kernel : callable
+        ``kernel(chooser, tokens, target_rows, draft_rows, bonus_row, exact) -> (tau, law)``,
+        e.g. :func:`~spectr_gbv.reference.kernels.block_verify`.
+    batch, k, prefix, law, chooser
+        As :meth:`MultiDraftBlockVerifier.scan_step`.
+
+    Returns
+    -------
+    prefix : tuple of int
+        ``prefix`` extended by the kernel's accepted tokens of draft k.
+    law : ndarray, shape (n,)
+        The kernel's law at the stop, or ``p(. | x^L)`` when it accepted to L.
+    """
+    L = batch.L
+    x = batch.draft(k)
+    start = len(prefix)
+    target_rows = [law] + [batch.target_probs[k, t] for t in range(start + 1, L)]
+    draft_rows = [batch.draft_probs[k, t] for t in range(start, L)]
+    tau, law = kernel(chooser, x[start:], target_rows, draft_rows, batch.target_probs[k, L], batch.exact)
+    return x[: start + tau], law
 
 
 class MultiDraftBlockVerifier(Verifier):
@@ -65,13 +104,7 @@ class MultiDraftBlockVerifier(Verifier):
         law : ndarray, shape (n,)
             BV's residual at the stop, or the bonus row ``p(. | x^L)`` when it accepted to L.
         """
-        L = batch.L
-        x = batch.draft(k)
-        start = len(prefix)
-        target_rows = [law] + [batch.target_probs[k, t] for t in range(start + 1, L)]
-        draft_rows = [batch.draft_probs[k, t] for t in range(start, L)]
-        tau, law = block_verify(chooser, x[start:], target_rows, draft_rows, batch.target_probs[k, L], batch.exact)
-        return x[: start + tau], law
+        return continue_prefix(block_verify, batch, k, prefix, law, chooser)
 
     def run(self, batch: VerifyInput, prep: Any, chooser: Chooser) -> Emission:
         """Scan the drafts in order, extending the accepted prefix with BV."""

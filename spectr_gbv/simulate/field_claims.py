@@ -27,9 +27,11 @@ Claims (stable keys):
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from fractions import Fraction
+from typing import TypeVar
 
 from spectr_gbv.core.instance import Instance, random_instance
 from spectr_gbv.core.numbers import display_value, json_value
@@ -38,6 +40,8 @@ from spectr_gbv.simulate.exact import ExactResult
 from spectr_gbv.simulate.methods import simulate_method
 from spectr_gbv.theory import bounds
 from spectr_gbv.theory.lp import optimal_lossless
+
+T = TypeVar("T")
 
 #: Seeds per (n, L) in the field ledger's searches (each seed may run an LP or an enumeration).
 FIELD_SEARCH_LIMIT = 20
@@ -50,6 +54,19 @@ KSEQ_RATIO = 1 - 1 / math.e
 
 def _reproduce(spec: str, ks: Sequence[int]) -> str:
     return f"reproduce: spectr-gbv report --random {spec} --K {','.join(map(str, ks))} --ledger field"
+
+
+def _per_instance(fn: Callable[[Instance], T]) -> Callable[[Instance], T]:
+    """``fn`` evaluated once per instance (keyed by its tables): a claim's searches share it."""
+    memo: dict[str, T] = {}
+
+    def wrapped(inst: Instance) -> T:
+        key = json.dumps(inst.to_dict(), sort_keys=True, default=str)
+        if key not in memo:
+            memo[key] = fn(inst)
+        return memo[key]
+
+    return wrapped
 
 
 def _opt(instance: Instance, k: int) -> float:
@@ -100,6 +117,7 @@ def claim_hsd(instance: Instance) -> Claim:
         HOLDS,
     )
 
+    @_per_instance
     def run(inst: Instance) -> dict[str, ExactResult]:
         return {m: simulate_method(inst, m, 1) for m in ("hsd", "hsd_released", "bv")}
 
@@ -171,8 +189,9 @@ def claim_traversal(instance: Instance, ks: Sequence[int]) -> Claim:
         "Traversal Verification is lossless, and optimal on single chains (Weng et al. 2025).",
         HOLDS,
     )
+    here = {k: simulate_method(instance, "traversal", k) for k in sorted({*ks, 1})}
     for k in ks:
-        r = simulate_method(instance, "traversal", k)
+        r = here[k]
         c.evidence.append(
             f"K={k}: traversal E[tau] = {display_value(r.expected_accepted)}, defect {display_value(r.validity_defect)}"
         )
@@ -191,7 +210,7 @@ def claim_traversal(instance: Instance, ks: Sequence[int]) -> Claim:
         c.witness = w.to_dict()
     elif c.verdict == HOLDS:
         c.evidence.append(f"defect 0 for K = 1..3 on all {2 * FIELD_SEARCH_LIMIT} seeded sparse instances (n 2-3, L 2)")
-    t1 = simulate_method(instance, "traversal", 1).expected_accepted
+    t1 = here[1].expected_accepted
     opt1 = bounds.bv_expected_accepted(instance.target, instance.draft, instance.L)
     c.evidence.append(f"single chain (K = 1): traversal = {display_value(t1)}, OPT(1) = BV = {display_value(opt1)}")
     if t1 != opt1:
@@ -284,6 +303,7 @@ def claim_gbv_multipath(instance: Instance) -> Claim:
     )
     ks = (1, 2, 3, 4)
 
+    @_per_instance
     def values(inst: Instance) -> list[Fraction]:
         return [Fraction(simulate_method(inst, "gbv_multipath", k).expected_accepted) for k in ks]
 
