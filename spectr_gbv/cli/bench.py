@@ -20,7 +20,18 @@ PRESET_NAMES = ("quick", "full")
 #: ``spectr_gbv.gpu.bench.config.DATASETS``.
 DATASET_NAMES = ("humaneval", "gsm", "instruct", "cpython")
 #: ``spectr_gbv.gpu.bench.config.METHODS``.
-METHOD_NAMES = ("ar", "sd", "bv", "spectr", "rrs", "mdbv", "gbv_multipath", "traversal", "optimal_multidraft")
+METHOD_NAMES = (
+    "ar",
+    "sd",
+    "bv",
+    "spectr",
+    "rrs",
+    "mdbv",
+    "gbv_multipath",
+    "traversal",
+    "optimal_multidraft",
+    "near_opt_bv",
+)
 
 
 def _names(text: str, valid: tuple[str, ...], option: str) -> tuple[str, ...]:

@@ -26,6 +26,7 @@ from spectr_gbv.reference.hsd import (
 from spectr_gbv.reference.independent_bv import IndependentBlockVerifier
 from spectr_gbv.reference.khisti_is import ImportanceSamplingVerifier
 from spectr_gbv.reference.mdbv import MultiDraftBlockVerifier
+from spectr_gbv.reference.near_opt_bv import NearOptBlockVerifier
 from spectr_gbv.reference.optimal_multidraft import OptimalMultiDraftVerifier
 from spectr_gbv.reference.registry import (
     STABLE_METHOD_NAMES,
@@ -62,6 +63,7 @@ __all__ = [
     "MultiDraftBlockVerifier",
     "MultiDraftHierarchicalVerifier",
     "MultiPathGreedyVerifier",
+    "NearOptBlockVerifier",
     "OptimalMultiDraftVerifier",
     "RandomOrderRecursiveRejectionVerifier",
     "RecursiveRejectionVerifier",

@@ -39,21 +39,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from fractions import Fraction
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
+from spectr_gbv.reference import coverage
 from spectr_gbv.reference.base import Verifier, VerifyInput, residual_or_fallback
 from spectr_gbv.reference.choosers import Chooser, Emission
+from spectr_gbv.reference.coverage import selection_probabilities
 from spectr_gbv.reference.structure import walk_draft_tree
 
-Decomposition = tuple[tuple[Fraction, tuple[int, ...]], ...]
-
-
-def _g(x: Fraction, c: int) -> Fraction:
-    """Coverage :math:`g(x) = 1 - (1 - x)^c`: P(some of c i.i.d. draws lands in a set of mass x)."""
-    return 1 - (1 - x) ** c
+Decomposition = coverage.Decomposition
+#: ``priority`` values of :func:`node_rule`: the order in which steps 1-2 visit the tokens.
+PRIORITIES = coverage.PRIORITIES
 
 
 def order_vertex(q: Sequence[Fraction], order: Sequence[int], c: int) -> list[Fraction]:
@@ -71,97 +69,14 @@ def order_vertex(q: Sequence[Fraction], order: Sequence[int], c: int) -> list[Fr
     Returns
     -------
     list of Fraction, length n
-        The vertex :math:`v_\sigma` of the coverage polymatroid (sums to 1 over T).
+        The vertex :math:`v_\sigma` of the coverage polymatroid (sums to 1 over T;
+        :func:`spectr_gbv.reference.coverage.order_vertex` for c drafts for sure).
     """
-    v = [Fraction(0)] * len(q)
-    rest = Fraction(1)
-    for y in order:
-        nxt = rest - q[y]
-        v[y] = rest**c - nxt**c
-        rest = nxt
-    return v
-
-
-def _min_threshold(
-    weights: Sequence[Fraction], q: Sequence[Fraction], pool: Sequence[int], scale: Fraction, c: int, base: Fraction
-) -> tuple[Fraction, list[int]]:
-    r"""``min`` over X of ``scale * g(base + q(X)) - weights(X)``, X a subset of ``pool``.
-
-    The function is a concave function of q(X) (``scale >= 0``) plus a modular one, so a
-    minimiser is a prefix of ``pool`` sorted by weights/q descending (all tokens of ``pool`` have
-    q > 0); the n + 1 prefixes are checked. Returns the value and the minimising prefix.
-    """
-    order = sorted(pool, key=lambda y: (-(weights[y] / q[y]), y))
-    mass, wsum = base, Fraction(0)
-    best, best_len = scale * _g(base, c), 0
-    for i, y in enumerate(order, start=1):
-        mass += q[y]
-        wsum += weights[y]
-        val = scale * _g(mass, c) - wsum
-        if val < best:
-            best, best_len = val, i
-    return best, order[:best_len]
-
-
-def _acceptance_vector(p: Sequence[Fraction], q: Sequence[Fraction], support: list[int], c: int) -> list[Fraction]:
-    """Greedy vertex :math:`a^*` of the box-truncated polymatroid f' (step 1 of the module docstring)."""
-
-    def truncated(xs: list[int]) -> Fraction:
-        # f'(X) = p(X) + min_{Y <= X} [g(q(Y)) - p(Y)]
-        value, _ = _min_threshold(p, q, xs, Fraction(1), c, Fraction(0))
-        return sum((p[y] for y in xs), Fraction(0)) + value
-
-    a = [Fraction(0)] * len(p)
-    prefix: list[int] = []
-    prev = Fraction(0)
-    for y in support:
-        prefix.append(y)
-        cur = truncated(prefix)
-        a[y] = cur - prev
-        prev = cur
-    return a
-
-
-def _raise_to_base(d: list[Fraction], q: Sequence[Fraction], support: list[int], c: int) -> list[Fraction]:
-    r"""Raise each coordinate of ``d`` (in P(f)) by its slack :math:`\min_{X \ni y} f(X) - d(X)` (step 2).
-
-    After the pass every token lies in a tight set, and tight sets are closed under union, so
-    the result is a base: it sums to ``f(T) = 1``.
-    """
-    d = list(d)
-    for y in support:
-        others = [z for z in support if z != y]
-        # new d(y) = min over Y of g(q(y) + q(Y)) - d(Y)
-        d[y], _ = _min_threshold(d, q, others, Fraction(1), c, q[y])
-    return d
-
-
-def _peel_step(d: list[Fraction], v: list[Fraction], q: Sequence[Fraction], support: list[int], c: int) -> Fraction:
-    r"""Largest :math:`\lambda < 1` with :math:`(d - \lambda v)/(1 - \lambda)` in the base polytope.
-
-    :math:`\lambda^* = \min_X N(X)/D(X)` over X with :math:`D(X) > 0`, where
-    :math:`N = f - d \ge 0`, :math:`D = f - v \ge 0` (Dinkelbach: from :math:`\lambda = 1`,
-    minimise :math:`N - \lambda D = (1 - \lambda) g(q(X)) - (d - \lambda v)(X)` and move to
-    the minimiser's ratio until the minimum is 0; each minimiser is a threshold set).
-    """
-
-    def ratio(xs: list[int]) -> Fraction:
-        fx = _g(sum((q[y] for y in xs), Fraction(0)), c)
-        return (fx - sum((d[y] for y in xs), Fraction(0))) / (fx - sum((v[y] for y in xs), Fraction(0)))
-
-    # lambda = 1: N - D = v(X) - d(X) is modular, minimised by {y : v(y) < d(y)}
-    lam = ratio([y for y in support if v[y] < d[y]])
-    for _ in range(len(support) + 2):
-        shifted = [d[y] - lam * v[y] for y in range(len(d))]
-        value, xs = _min_threshold(shifted, q, support, 1 - lam, c, Fraction(0))
-        if value >= 0:
-            return lam
-        lam = ratio(xs)
-    raise AssertionError("Dinkelbach did not converge (a bug: it ends in at most |T| + 1 steps)")
+    return coverage.order_vertex(q, order, coverage.point_mass(c))
 
 
 def decompose(d: Sequence[Fraction], q: Sequence[Fraction], c: int) -> Decomposition:
-    r"""Write a base d of the coverage polymatroid as a mixture of priority orders (step 3).
+    r"""Write a base d of the coverage polymatroid of c drafts as a mixture of priority orders (step 3).
 
     Parameters
     ----------
@@ -176,37 +91,16 @@ def decompose(d: Sequence[Fraction], q: Sequence[Fraction], c: int) -> Decomposi
     -------
     tuple of (Fraction, tuple of int)
         ``(weight, order)`` pairs, weights positive and summing to 1, at most :math:`|T|` of them, with
-        :math:`\sum_i w_i v_{\sigma_i} = d` exactly.
+        :math:`\sum_i w_i v_{\sigma_i} = d` exactly (:func:`spectr_gbv.reference.coverage.decompose_base`).
 
     Raises
     ------
     AssertionError
         ``d`` not a base (a caller bug; the verifier only passes bases it built).
     """
-    support = [y for y in range(len(q)) if q[y] > 0]
-    cur = list(d)
-    weight = Fraction(1)
-    parts: list[tuple[Fraction, tuple[int, ...]]] = []
-    for _ in range(len(support) + 1):
-        order = tuple(sorted(support, key=lambda y: (-(cur[y] / q[y]), y)))
-        v = order_vertex(q, order, c)
-        if all(cur[y] == v[y] for y in support):
-            parts.append((weight, order))
-            return tuple(parts)
-        lam = _peel_step(cur, v, q, support, c)
-        if not 0 < lam < 1:
-            raise AssertionError(f"decompose: peel weight {lam} outside (0, 1); d is not a base")
-        parts.append((weight * lam, order))
-        weight *= 1 - lam
-        cur = [(cur[y] - lam * v[y]) / (1 - lam) for y in range(len(cur))]
-    raise AssertionError("decompose: more peels than support tokens (d is not a base)")
+    return coverage.decompose_base(d, q, coverage.point_mass(c))
 
 
-#: ``priority`` values of :func:`node_rule`: the order in which steps 1-2 visit the tokens.
-PRIORITIES: tuple[str, ...] = ("id", "ratio")
-
-
-@lru_cache(maxsize=4096)
 def node_rule(
     p: tuple[Fraction, ...], q: tuple[Fraction, ...], c: int, priority: str = "id"
 ) -> tuple[tuple[Fraction, ...], Decomposition]:
@@ -236,25 +130,12 @@ def node_rule(
     ------
     ValueError
         ``priority`` not in :data:`PRIORITIES`.
+
+    Notes
+    -----
+    :func:`spectr_gbv.reference.coverage.mixture_rule` with target p and c drafts for sure.
     """
-    support = [y for y in range(len(q)) if q[y] > 0]
-    if priority == "ratio":
-        support.sort(key=lambda y: (-(p[y] / q[y]), y))
-    elif priority != "id":
-        raise ValueError(f"priority must be one of {', '.join(PRIORITIES)}, got {priority!r}")
-    a = _acceptance_vector(p, q, support, c)
-    d = _raise_to_base(a, q, support, c)
-    return tuple(d), decompose(d, q, c)
-
-
-def selection_probabilities(orders: Decomposition, tokens: Sequence[int]) -> dict[int, Fraction]:
-    """P(select y | the drafted tokens): the weight of the orders whose first drafted token is y."""
-    present = set(tokens)
-    out: dict[int, Fraction] = {}
-    for w, order in orders:
-        top = next(y for y in order if y in present)
-        out[top] = out.get(top, Fraction(0)) + w
-    return out
+    return coverage.mixture_rule(p, q, coverage.point_mass(c), priority)
 
 
 def _exact_row(row: np.ndarray) -> tuple[Fraction, ...]:

@@ -20,6 +20,7 @@ from spectr_gbv.reference.hsd import (
 from spectr_gbv.reference.independent_bv import IndependentBlockVerifier
 from spectr_gbv.reference.khisti_is import ImportanceSamplingVerifier
 from spectr_gbv.reference.mdbv import MultiDraftBlockVerifier
+from spectr_gbv.reference.near_opt_bv import NearOptBlockVerifier
 from spectr_gbv.reference.optimal_multidraft import OptimalMultiDraftVerifier
 from spectr_gbv.reference.rrs import RecursiveRejectionVerifier
 from spectr_gbv.reference.rrs_random import RandomOrderRecursiveRejectionVerifier
@@ -49,6 +50,7 @@ STABLE_METHOD_NAMES: tuple[str, ...] = (
     "hsd_released",
     "hsd_multidraft",
     "optimal_multidraft",
+    "near_opt_bv",
 )
 
 _REGISTRY: dict[str, type[Verifier]] = {}
@@ -162,6 +164,7 @@ for _cls in (
     ImportanceSamplingVerifier,
     RandomOrderRecursiveRejectionVerifier,
     OptimalMultiDraftVerifier,
+    NearOptBlockVerifier,
     HierarchicalVerifier,
     ReleasedHierarchicalVerifier,
     MultiDraftHierarchicalVerifier,

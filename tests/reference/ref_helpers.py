@@ -17,6 +17,7 @@ LOSSLESS = (
     "gbv_multipath",
     "mdbv",
     "optimal_multidraft",
+    "near_opt_bv",
     "hsd",
     "hsd_multidraft",
     "khisti_is",

@@ -22,12 +22,24 @@ from spectr_gbv.gpu.models.prompts import DATASETS
 if TYPE_CHECKING:
     import torch
 
-METHODS = ("ar", "sd", "bv", "spectr", "rrs", "mdbv", "gbv_multipath", "traversal", "optimal_multidraft")
+METHODS = (
+    "ar",
+    "sd",
+    "bv",
+    "spectr",
+    "rrs",
+    "mdbv",
+    "gbv_multipath",
+    "traversal",
+    "optimal_multidraft",
+    "near_opt_bv",
+)
 """Methods the bench can run (``--methods``), in report order (stable names of the decoder)."""
 DEFAULT_METHODS = ("ar", "sd", "bv", "spectr", "rrs", "mdbv", "gbv_multipath")
 """Methods the presets run: :data:`METHODS` less the field's verifiers, which are opt-in
-(``--methods ...,traversal,optimal_multidraft``; ``optimal_multidraft`` costs O(V^3 log V) per
-node at worst, minutes per call on a 50k vocabulary)."""
+(``--methods ...,traversal,optimal_multidraft,near_opt_bv``; ``optimal_multidraft`` and
+``near_opt_bv`` build a polymatroid node rule, O(V^3 log V) per node at worst, seconds to minutes
+per call on a 50k vocabulary)."""
 SINGLE_DRAFT = ("sd", "bv")
 """Methods that verify one draft: always K = 1."""
 K_AXIS = (1, 3, 5, 7)

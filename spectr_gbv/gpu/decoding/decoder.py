@@ -66,6 +66,7 @@ LOSSLESS_METHODS: tuple[str, ...] = (
     "mdbv",
     "traversal",
     "optimal_multidraft",
+    "near_opt_bv",
 )
 #: Lossy methods, accepted only with ``allow_lossy=True``.
 LOSSY_METHODS: tuple[str, ...] = ("spectr_gbv_released",)

@@ -15,7 +15,8 @@ method                    module                                            refe
 ``gbv_multipath``         :mod:`~spectr_gbv.gpu.kernels.gbv_multipath`      MultiPathGreedyVerifier
 ``mdbv``                  :mod:`~spectr_gbv.gpu.kernels.mdbv`               MultiDraftBlockVerifier
 ``traversal``             :mod:`~spectr_gbv.gpu.kernels.traversal`          TraversalVerifier
-``optimal_multidraft``    :mod:`~.optimal_multidraft`                       OptimalMultiDraftVerifier
+``optimal_multidraft``    :mod:`~.optimal_multidraft` (+ ``coverage``)      OptimalMultiDraftVerifier
+``near_opt_bv``           :mod:`~.near_opt_bv` (+ ``coverage``, ``block``)  NearOptBlockVerifier
 ``spectr_gbv_released``   :mod:`~spectr_gbv.gpu.kernels.released` (LOSSY)   ReleasedSpecTrGBVVerifier
 ========================  ================================================  ============================
 

@@ -11,6 +11,7 @@ from spectr_gbv.gpu.kernels.bv import verify_bv
 from spectr_gbv.gpu.kernels.common import KernelInputs, TorchUniforms, UniformSource, VerifyOutput, validate_inputs
 from spectr_gbv.gpu.kernels.gbv_multipath import verify_gbv_multipath
 from spectr_gbv.gpu.kernels.mdbv import verify_mdbv
+from spectr_gbv.gpu.kernels.near_opt_bv import verify_near_opt_bv
 from spectr_gbv.gpu.kernels.optimal_multidraft import verify_optimal_multidraft
 from spectr_gbv.gpu.kernels.released import verify_spectr_gbv_released
 from spectr_gbv.gpu.kernels.rrs import verify_rrs
@@ -29,6 +30,7 @@ KERNEL_METHODS: tuple[str, ...] = (
     "mdbv",
     "traversal",
     "optimal_multidraft",
+    "near_opt_bv",
     "spectr_gbv_released",
 )
 
@@ -48,6 +50,7 @@ KERNELS: dict[str, KernelFn] = {
     "mdbv": verify_mdbv,
     "traversal": verify_traversal,
     "optimal_multidraft": verify_optimal_multidraft,
+    "near_opt_bv": verify_near_opt_bv,
     "spectr_gbv_released": verify_spectr_gbv_released,
 }
 
@@ -98,7 +101,8 @@ def verify(
     method : str
         One of :data:`KERNEL_METHODS`: ``ar`` (one token from ``target_probs[:, 0, 0]``), ``sd``
         and ``bv`` (draft 0 only; K may be > 1), ``spectr``, ``rrs``, ``gbv_multipath``,
-        ``mdbv``, ``traversal``, ``optimal_multidraft``; ``spectr_gbv_released`` only with ``allow_lossy=True``.
+        ``mdbv``, ``traversal``, ``optimal_multidraft``, ``near_opt_bv``; ``spectr_gbv_released`` only with
+        ``allow_lossy=True``.
     drafts : Tensor, int64 [B, K, L]
         ``drafts[b, k, t] = X^(b,k)_{t+1}``; every id in ``[0, V)`` (no ``-1`` placeholders).
         ``L = 0`` is accepted for ``ar`` only.

@@ -60,6 +60,7 @@ def test_kernel_methods_are_the_stable_names():
         "mdbv",
         "traversal",
         "optimal_multidraft",
+        "near_opt_bv",
         "spectr_gbv_released",
     )
     assert set(KERNELS) == set(KERNEL_METHODS)

@@ -1,0 +1,184 @@
+r"""The ``near_opt_bv`` kernel: its count-law node rule, its path rules, and the decoder.
+
+* Node rule: :func:`~spectr_gbv.gpu.kernels.coverage.mixture_node_rule` with ``"ratio"``
+  priority on 90 random nodes in ONE padded batch (n in 2..7, a random law of the number of
+  drafts on 1..4, a sub-probability target w p with w in (0, 1], zeros and tie-heavy kinds)
+  equals the exact :func:`spectr_gbv.reference.coverage.mixture_rule` (Fractions): d within
+  1e-9, the mixture as a law over orders within 1e-9 (orders compared as exact token tuples),
+  and the q-mass after every token in every order (the count update's input) within 1e-9.
+* Path rules: :func:`~spectr_gbv.gpu.kernels.near_opt_bv.select_path` on random exact
+  instances (n in 3..4, L = 3, K in 2..4): the rows d_t of the selected path equal
+  :func:`spectr_gbv.reference.near_opt_bv.path_rules` of that draft within 1e-9; K = 1 selects
+  draft 0 with d = q (block verification).
+* The law of the emitted tokens is G-tested against the reference in
+  tests/gpu/kernels/test_kernels_parity.py (``near_opt_bv`` is in ``KERNEL_METHODS``).
+* Decoding: ``SpeculativeDecoder(method="near_opt_bv")`` on the tiny Llama pair of
+  tests/gpu/decoding/test_end_to_end.py passes the same law test as the other methods.
+"""
+
+from __future__ import annotations
+
+import random
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from spectr_gbv.core.instance import random_instance  # noqa: E402
+from spectr_gbv.gpu.kernels.common import TorchUniforms, validate_inputs  # noqa: E402
+from spectr_gbv.gpu.kernels.coverage import CountLaw, mixture_node_rule  # noqa: E402
+from spectr_gbv.gpu.kernels.near_opt_bv import select_path  # noqa: E402
+from spectr_gbv.reference.base import VerifyInput  # noqa: E402
+from spectr_gbv.reference.coverage import mixture_rule  # noqa: E402
+from spectr_gbv.reference.near_opt_bv import path_rules  # noqa: E402
+from tests.gpu.kernels.test_kernels_helpers import batch_tensors, float_rows, sample_drafts  # noqa: E402
+
+NODES, WIDTH, KMAX, ATOL = 90, 7, 4, 1e-9
+
+
+def _row(rng: random.Random, n: int, zero_prob: float, den: int) -> list[Fraction]:
+    while True:
+        w = [0 if rng.random() < zero_prob else rng.randint(1, den) for _ in range(n)]
+        if sum(w):
+            return [Fraction(x, sum(w)) for x in w]
+
+
+def random_nodes(
+    count: int, seed: int
+) -> list[tuple[list[Fraction], list[Fraction], tuple[tuple[int, Fraction], ...]]]:
+    """(t, q, counts): t = w p with w in (0, 1]; counts a law on 1..4 (a point mass one time in four)."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(count):
+        n, den = rng.randint(2, WIDTH), rng.choice([2, 3, 10, 1000])
+        kind = i % 4
+        if kind == 0:
+            p, q = _row(rng, n, 0.3, den), _row(rng, n, 0.3, den)
+        elif kind == 1:  # p = q
+            q = _row(rng, n, 0.2, den)
+            p = list(q)
+        elif kind == 2:  # uniform q
+            p, q = _row(rng, n, 0.3, 3), [Fraction(1, n)] * n
+        else:
+            p, q = _row(rng, n, 0.0, 2), _row(rng, n, 0.0, 2)
+        w = Fraction(1) if rng.random() < 0.3 else Fraction(rng.randint(1, 9), 10)
+        if i % 4 == 3:
+            counts: tuple[tuple[int, Fraction], ...] = ((rng.randint(1, KMAX), Fraction(1)),)
+        else:
+            raw = [0 if rng.random() < 0.4 else rng.randint(1, 5) for _ in range(KMAX)]
+            raw[rng.randrange(1, KMAX)] += 1  # some mass on m >= 2
+            counts = tuple((m + 1, Fraction(x, sum(raw))) for m, x in enumerate(raw) if x)
+        out.append(([w * x for x in p], q, counts))
+    return out
+
+
+def padded(rows: list[list[Fraction]]) -> torch.Tensor:
+    return torch.tensor([[float(x) for x in r] + [0.0] * (WIDTH - len(r)) for r in rows], dtype=torch.float64)
+
+
+@pytest.fixture(scope="module")
+def nodes_and_rule():
+    nodes = random_nodes(NODES, 18)
+    t, q = padded([n[0] for n in nodes]), padded([n[1] for n in nodes])
+    pi = torch.zeros(NODES, KMAX, dtype=torch.float64)
+    for i, (_, _, counts) in enumerate(nodes):
+        for m, w in counts:
+            pi[i, m - 1] = float(w)
+    marked = torch.stack(
+        [torch.sort(torch.randperm(WIDTH, generator=torch.Generator().manual_seed(i)))[0] for i in range(NODES)]
+    )
+    marked = torch.where(q.gather(1, marked) > 0, marked, q.argmax(-1, keepdim=True))
+    rule = mixture_node_rule(t, q, pi, marked=marked, priority="ratio", keep_orders=True)
+    return nodes, t, q, marked, rule
+
+
+def test_count_law_node_rule_equals_the_exact_reference(nodes_and_rule):
+    nodes, _, _, marked, rule = nodes_and_rule
+    assert int(rule.peel_fallbacks) == 0
+    several = 0
+    for i, (t, q, counts) in enumerate(nodes):
+        d_ref, parts = mixture_rule(tuple(t), tuple(q), counts, "ratio")
+        d = rule.d[i].tolist()
+        assert max(abs(float(a) - b) for a, b in zip(d_ref, d, strict=False)) <= ATOL, (t, q, counts)
+        assert all(v == 0 for v in d[len(q) :])
+        ref = {order: float(w) for w, order in parts}
+        mine: dict[tuple[int, ...], float] = {}
+        afters: dict[tuple[int, ...], list[float]] = {}
+        for j, (w, order) in enumerate(zip(rule.weights[i].tolist(), rule.orders[i].tolist(), strict=True)):
+            if w != 0:
+                key = tuple(y for y in order if y >= 0)
+                mine[key] = mine.get(key, 0.0) + w
+                afters[key] = rule.after[i, j].tolist()
+        assert set(mine) == set(ref), (t, q, counts, ref, mine)
+        assert all(abs(mine[k] - ref[k]) <= ATOL for k in ref), (t, q, counts, ref, mine)
+        for order, got in afters.items():
+            for y, a in zip(marked[i].tolist(), got, strict=True):
+                exact = sum((q[z] for z in order[order.index(y) + 1 :]), Fraction(0))
+                assert abs(float(exact) - a) <= ATOL
+        several += len(ref) > 1
+    assert several >= NODES // 3
+
+
+def test_point_mass_count_law_is_the_optimal_multidraft_rule(nodes_and_rule):
+    """A one-hot law [N, K] gives the same rule as the int counts of optimal_multidraft (id priority)."""
+    nodes, t, q, _, _ = nodes_and_rule
+    c = torch.tensor([max(m for m, _ in n[2]) for n in nodes])
+    one_hot = torch.nn.functional.one_hot(c - 1, KMAX).to(torch.float64)
+    a = mixture_node_rule(t, q, c, keep_orders=True)
+    b = mixture_node_rule(t, q, one_hot, keep_orders=True)
+    c_law = mixture_node_rule(t, q, CountLaw.point_mass(c), keep_orders=True)
+    for other in (b, c_law):
+        assert torch.equal(a.d, other.d) and torch.equal(a.weights, other.weights)
+        assert a.orders is not None and other.orders is not None and torch.equal(a.orders, other.orders)
+
+
+def _batch(instance, draft_tuples, rows):
+    groups = [float_rows(instance, d) for d in draft_tuples]
+    drafts, q, p, group = batch_tensors(groups, rows)
+    return groups, validate_inputs(drafts, q, p, None), group
+
+
+@pytest.mark.parametrize(("n", "K", "seed"), [(3, 2, 5), (4, 3, 11), (3, 4, 23), (4, 2, 40)])
+def test_selected_path_rows_equal_the_reference_path_rules(n, K, seed):
+    instance = random_instance(n, 3, seed, exact=True, zero_prob=0.2)
+    rng = np.random.default_rng(seed)
+    tuples = [sample_drafts(instance, K, rng) for _ in range(3)]
+    groups, inputs, group = _batch(instance, tuples, 40)
+    sel = select_path(inputs, TorchUniforms(inputs.device, torch.Generator().manual_seed(seed)))
+    assert int(sel.peel_fallbacks) == 0
+    checked = set()
+    for r in range(inputs.B):
+        g, k = int(group[r]), int(sel.draft_index[r])
+        drafts, q_rows, p_rows = groups[g]
+        batch = VerifyInput(drafts, q_rows, p_rows, True)
+        key = (g, batch.draft(k))
+        if key in checked:
+            continue
+        checked.add(key)
+        for t, node in enumerate(path_rules(batch, k)):
+            got = sel.rows[r, t].tolist()
+            assert max(abs(float(a) - b) for a, b in zip(node.d, got, strict=True)) <= ATOL, (key, t)
+    assert len(checked) >= len(tuples) and any(len(set(d)) > 1 for d in tuples)  # drafts that diverge
+
+
+def test_one_draft_selects_draft_zero_with_the_draft_law():
+    instance = random_instance(4, 3, 2, exact=True, zero_prob=0.2)
+    rng = np.random.default_rng(0)
+    _, inputs, _ = _batch(instance, [sample_drafts(instance, 1, rng)], 5)
+    sel = select_path(inputs, TorchUniforms(inputs.device, torch.Generator().manual_seed(0)))
+    assert torch.equal(sel.draft_index, torch.zeros(5, dtype=torch.int64))
+    assert torch.allclose(sel.rows, inputs.draft_probs[:, 0].to(torch.float64), rtol=0, atol=1e-15)
+
+
+def test_decoder_runs_near_opt_bv_losslessly():
+    pytest.importorskip("transformers")
+    from spectr_gbv.gpu import SpeculativeDecoder
+    from tests.gpu.decoding.test_end_to_end import ALPHA, MIN_POWER, model_pair, run_law_test
+
+    dec = SpeculativeDecoder(*model_pair(), method="near_opt_bv", num_drafts=3, draft_length=2, seed=7)
+    res, stats = run_law_test(dec)
+    assert res.power >= MIN_POWER, str(res)
+    assert res.p_value > ALPHA, str(res)
+    assert stats.accepted_hist[2] > 0
