@@ -15,16 +15,25 @@ distribution of the number of drafts through the current node; run block verific
 with draft law r. Lossless: BV is lossless for any draft law, and X* ~ r exactly. K = 1: r = q,
 so it is BV; L = 1: r is the optimal selection law d, so it is SD with d, which is OPT(K).
 
+Candidates C2 (the registered ``near_opt_bv`` and its variants): the same walk, but the node
+rule is chosen for the law of the NUMBER of drafts through the node (one priority-order mixture
+for every count, :func:`spectr_gbv.reference.coverage.mixture_rule`), with BV's running weight
+scaling the target (``weighting``) and a choice of optimal base (``priority``).
+
 Usage::
 
-    python bench/near_opt_candidates.py     # prints the markdown of docs/near_opt_bv.md's table
+    python bench/near_opt_candidates.py               # the 60-case battery (LPs here; ~1 min)
+    python bench/near_opt_candidates.py --sweep DIR   # the instances of a sweep dataset (its
+                                                      # rows give the other methods and OPT)
 """
 
 from __future__ import annotations
 
+import argparse
 import math
 import statistics
 import sys
+from collections import defaultdict
 from fractions import Fraction
 from typing import Any
 
@@ -35,6 +44,7 @@ from spectr_gbv.core.instance import random_instance
 from spectr_gbv.reference.base import Verifier, VerifyInput
 from spectr_gbv.reference.choosers import Chooser, Emission
 from spectr_gbv.reference.kernels import block_verify
+from spectr_gbv.reference.near_opt_bv import NearOptBlockVerifier
 from spectr_gbv.reference.optimal_multidraft import Decomposition, node_rule, order_vertex, selection_probabilities
 from spectr_gbv.simulate.exact import simulate_exact
 from spectr_gbv.theory.lp import optimal_lossless
@@ -136,50 +146,102 @@ class SelectedPathOptimalBV(Verifier):
         return Emission(x[:tau], law)
 
 
-def main() -> None:
-    """Evaluate the candidates on the battery and print the markdown table."""
-    cands = {
-        "C1a selected path, optimal node rule (id order)": SelectedPathOptimalBV("id"),
-        "C1b selected path, optimal node rule (ratio order)": SelectedPathOptimalBV("ratio"),
+def _candidates() -> dict[str, Verifier]:
+    return {
+        "C1a selected path, optimal node rule per count (id order)": SelectedPathOptimalBV("id"),
+        "C1b selected path, optimal node rule per count (ratio order)": SelectedPathOptimalBV("ratio"),
         "C1c C1b mixed 3/4 with the ratio vertex (theta 1/4)": SelectedPathOptimalBV("ratio", Fraction(1, 4)),
         "C1d theta 1/2": SelectedPathOptimalBV("ratio", Fraction(1, 2)),
         "C1e theta 1 (= gbv_multipath: a consistency check)": SelectedPathOptimalBV("ratio", Fraction(1)),
+        "C2 near_opt_bv: count-law rule, BV-weighted target, ratio base": NearOptBlockVerifier(),
+        "C2b count-law rule, unweighted target, ratio base": NearOptBlockVerifier(weighting="none"),
+        "C2c count-law rule, weighted at the last level only": NearOptBlockVerifier(weighting="leaf"),
+        "C2d count-law rule, BV-weighted, id base": NearOptBlockVerifier(priority="id"),
+        "C2e count-law rule, lexicographically optimal base": NearOptBlockVerifier(priority="lex"),
     }
+
+
+Case = tuple[str, Any, int, dict[str, Fraction | float], float]
+
+
+def _lp_cases() -> list[Case]:
+    cases: list[Case] = []
+    for n, L, s, zp in tqdm(BATTERY, desc="battery (LPs)", file=sys.stderr):
+        inst = random_instance(n, L, s, zero_prob=zp)
+        for k in KS:
+            vals: dict[str, Fraction | float] = {
+                m: Fraction(simulate_exact(inst, m, k).expected_accepted) for m in EXISTING
+            }
+            opt = optimal_lossless(inst.target, inst.draft, k, L).value
+            cases.append((f"random:{n},{L},{s},{zp:g}", inst, k, vals, opt))
+    return cases
+
+
+def _sweep_cases(path: str) -> list[Case]:
+    from spectr_gbv.sweep.store import read_table  # the sweep extra (pyarrow)
+
+    rows: dict[tuple[str, int], dict[str, Any]] = defaultdict(dict)
+    for r in read_table(path).to_pylist():
+        rows[(r["instance_id"], r["K"])][r["method"]] = r["expected_accepted_float"]
+        rows[(r["instance_id"], r["K"])]["opt"] = r["opt"]
+    cases: list[Case] = []
+    for (iid, k), vals in sorted(rows.items()):
+        if not iid.startswith("random:") or not set(EXISTING) <= set(vals):
+            continue
+        n, L, s, *zp = iid.split(":")[1].split(",")
+        inst = random_instance(int(n), int(L), int(s), zero_prob=float(zp[0]) if zp else 0.0)
+        cases.append((iid, inst, k, {m: vals[m] for m in EXISTING}, vals["opt"]))
+    return cases
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Evaluate the candidates on a battery and print the markdown table."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sweep", help="a sweep dataset (Parquet) with the EXISTING methods and the opt measure")
+    ap.add_argument("--only", help="comma-separated prefixes of candidate labels (e.g. C2)")
+    args = ap.parse_args(argv)
+    cands = _candidates()
+    if args.only:
+        keep = tuple(args.only.split(","))
+        cands = {m: v for m, v in cands.items() if m.startswith(keep)}
+    cases = _sweep_cases(args.sweep) if args.sweep else _lp_cases()
     names = list(EXISTING) + list(cands)
     closure: dict[str, list[float]] = {m: [] for m in names}
+    ratio: dict[str, list[float]] = {m: [] for m in names}
     defects = {m: 0 for m in cands}
     drops = {m: 0 for m in cands}
     below: dict[str, list[str]] = {m: [] for m in cands}
-    cases = [(n, L, s, zp, k) for n, L, s, zp in BATTERY for k in KS]
-    prev: dict[tuple[str, tuple[int, int, int, float]], Fraction] = {}
-    for n, L, s, zp, k in tqdm(cases, desc="candidates", file=sys.stderr):
-        inst = random_instance(n, L, s, zero_prob=zp)
-        opt = optimal_lossless(inst.target, inst.draft, k, L).value
-        vals = {m: Fraction(simulate_exact(inst, m, k).expected_accepted) for m in EXISTING}
+    prev: dict[tuple[str, str], float] = {}
+    for iid, inst, k, given, opt in tqdm(cases, desc="candidates", file=sys.stderr):
+        vals = {m: float(v) for m, v in given.items()}
         for m, v in cands.items():
             r = simulate_exact(inst, v, k)
-            vals[m] = Fraction(r.expected_accepted)
+            vals[m] = float(r.expected_accepted)
             defects[m] += r.validity_defect != 0
-            key = (m, (n, L, s, zp))
-            if key in prev and vals[m] < prev[key]:
+            if (m, iid) in prev and vals[m] < prev[(m, iid)] - 1e-12:
                 drops[m] += 1
-            prev[key] = vals[m]
+            prev[(m, iid)] = vals[m]
             best = max(ISSUE_LIST, key=lambda e: vals[e])
-            if vals[m] < vals[best]:
-                below[m].append(f"{n},{L},{s},{zp:g} K={k}: {best} +{float(vals[best] - vals[m]):.4f}")
-        base = float(vals["mdbv"])
-        if opt - base > 1e-9:
-            for m in names:
-                closure[m].append((float(vals[m]) - base) / (opt - base))
+            if vals[m] < vals[best] - 1e-12:
+                below[m].append(f"{iid} K={k}: {best} +{vals[best] - vals[m]:.4f}")
+        base = vals["mdbv"]
+        for m in names:
+            ratio[m].append(vals[m] / opt if opt > 0 else 1.0)
+            if opt - base > 1e-9:
+                closure[m].append((vals[m] - base) / (opt - base))
     print(f"{len(cases)} cases; gap closure over mdbv on the {len(closure['mdbv'])} with MDBV < OPT\n")
-    print("| method | mean | median | worst | defects != 0 | drops in K | cases below the issue's list |")
-    print("|---|---|---|---|---|---|---|")
+    print("| method | E/OPT mean | closure mean | median | worst | defects | drops in K | below the list |")
+    print("|---|---|---|---|---|---|---|---|")
     for m in names:
         xs = closure[m]
         extra = (f"{defects[m]} | {drops[m]} | {len(below[m])}") if m in cands else "- | - | -"
-        print(f"| {m} | {statistics.mean(xs):.3f} | {statistics.median(xs):.3f} | {min(xs):.3f} | {extra} |")
+        print(
+            f"| {m} | {statistics.mean(ratio[m]):.4f} | {statistics.mean(xs):.3f} | {statistics.median(xs):.3f} "
+            f"| {min(xs):.3f} | {extra} |"
+        )
     for m, lines in below.items():
-        print(f"\n{m} below the best of the issue's list on: " + "; ".join(lines))
+        if lines:
+            print(f"\n{m} below the best of the issue's list on {len(lines)}: " + "; ".join(lines[:12]))
 
 
 if __name__ == "__main__":

@@ -60,8 +60,9 @@ Counts = tuple[tuple[int, Fraction], ...]
 # positive and summing to 1, each order a tuple of the tokens of the support of q.
 Decomposition = tuple[tuple[Fraction, tuple[int, ...]], ...]
 
-#: ``priority`` values of :func:`mixture_rule`: the order in which steps 1-2 visit the tokens.
-PRIORITIES: tuple[str, ...] = ("id", "ratio")
+#: ``priority`` values of :func:`mixture_rule`: the order in which steps 1-2 visit the tokens
+#: (``"id"``, ``"ratio"``), or ``"lex"``: the lexicographically optimal base instead of steps 1-2.
+PRIORITIES: tuple[str, ...] = ("id", "ratio", "lex")
 
 
 def point_mass(c: int) -> Counts:
@@ -222,6 +223,61 @@ def decompose_base(d: Sequence[Fraction], q: Sequence[Fraction], counts: Counts)
     raise AssertionError("decompose: more peels than support tokens (d is not a base)")
 
 
+def lexicographic_base(t: Sequence[Fraction], q: Sequence[Fraction], counts: Counts) -> tuple[Fraction, ...]:
+    r"""The lexicographically optimal base of the polymatroid with respect to the weights t.
+
+    Fujishige's decomposition: with C the tokens already assigned (empty at first), take the
+    set X of the remaining tokens with t > 0 minimising :math:`\lambda = [G(q(C) + q(X)) - G(q(C))]/t(X)`
+    (the largest such X), set :math:`d = \lambda t` on X, add X to C and repeat; the tokens with
+    t = 0 take the remaining mass in id order (greedy increments). Every minimiser is a prefix of
+    the tokens sorted by t/q descending (the contraction is again concave in q(X)), so the blocks
+    are consecutive pieces of one sorted order: O(n log n) evaluations of G. The base maximises
+    :math:`\sum_y t(y)\,\phi(d(y)/t(y))` for every concave :math:`\phi` (Fujishige 1980), in
+    particular :math:`\sum_y \min\{t(y), d(y)\}`: it lies on the optimal face of :func:`mixture_rule`.
+
+    Parameters
+    ----------
+    t : sequence of Fraction, length n
+        Nonnegative weights (the target).
+    q : sequence of Fraction, length n
+        Draft law at the node.
+    counts : Counts
+
+    Returns
+    -------
+    tuple of Fraction, length n
+        The base (sums to 1 on the support of q).
+
+    References
+    ----------
+    Fujishige, "Lexicographically optimal base of a polymatroid with respect to a weight
+    vector", Math. Oper. Res. 5 (1980).
+    """
+    d = [Fraction(0)] * len(q)
+    order = sorted((y for y in range(len(q)) if q[y] > 0 and t[y] > 0), key=lambda y: (-(t[y] / q[y]), y))
+    mass, g_done, start = Fraction(0), Fraction(0), 0
+    while start < len(order):
+        best: tuple[Fraction, int, Fraction] | None = None
+        m, tsum = mass, Fraction(0)
+        for i in range(start, len(order)):
+            m += q[order[i]]
+            tsum += t[order[i]]
+            lam = (coverage(m, counts) - g_done) / tsum
+            if best is None or lam <= best[0]:
+                best = (lam, i + 1, m)
+        lam, end, mass = best  # type: ignore[misc]
+        for y in order[start:end]:
+            d[y] = lam * t[y]
+        g_done, start = coverage(mass, counts), end
+    for y in range(len(q)):
+        if q[y] > 0 and t[y] == 0:
+            mass += q[y]
+            g_now = coverage(mass, counts)
+            d[y] = g_now - g_done
+            g_done = g_now
+    return tuple(d)
+
+
 @lru_cache(maxsize=8192)
 def mixture_rule(
     t: tuple[Fraction, ...], q: tuple[Fraction, ...], counts: Counts, priority: str = "id"
@@ -238,9 +294,11 @@ def mixture_rule(
     counts : Counts
         Law of the number of drafts through the node.
     priority : str
-        The order in which steps 1-2 visit the tokens, which picks one of the optimal bases:
-        ``"id"`` (token id) or ``"ratio"`` (t/q descending, ties by id: the optimal base that
-        gives the under-drafted tokens their selection mass first).
+        Which of the optimal bases: the order in which steps 1-2 visit the tokens, ``"id"``
+        (token id) or ``"ratio"`` (t/q descending, ties by id: the optimal base that gives the
+        under-drafted tokens their selection mass first); or ``"lex"``, the lexicographically
+        optimal base with respect to t (:func:`lexicographic_base`), which spreads the mass
+        above the target in proportion to t.
 
     Returns
     -------
@@ -256,6 +314,9 @@ def mixture_rule(
         ``priority`` not in :data:`PRIORITIES`.
     """
     support = [y for y in range(len(q)) if q[y] > 0]
+    if priority == "lex":
+        d = lexicographic_base(t, q, counts)
+        return d, decompose_base(d, q, counts)
     if priority == "ratio":
         support.sort(key=lambda y: (-(t[y] / q[y]), y))
     elif priority != "id":
@@ -293,6 +354,7 @@ __all__ = [
     "Decomposition",
     "coverage",
     "decompose_base",
+    "lexicographic_base",
     "mixture_rule",
     "order_vertex",
     "point_mass",

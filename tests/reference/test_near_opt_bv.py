@@ -62,7 +62,7 @@ def test_mixture_rule_reaches_the_min_cut_and_is_a_base():
         counts = _counts(rng, rng.randint(1, 5))
         scale = F(rng.randint(1, 8), 8)
         t = tuple(scale * v for v in _row(rng, n, trial % 2 == 0))
-        d, orders = mixture_rule(t, q, counts, "ratio" if trial % 2 else "id")
+        d, orders = mixture_rule(t, q, counts, ("id", "ratio", "lex")[trial % 3])
         support = [y for y in range(n) if q[y] > 0]
         subsets = [s for r in range(n + 1) for s in itertools.combinations(range(n), r)]
         cut = min(sum((t[y] for y in a), F(0)) + coverage(1 - sum((q[y] for y in a), F(0)), counts) for a in subsets)
