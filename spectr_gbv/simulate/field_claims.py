@@ -22,7 +22,10 @@ Claims (stable keys):
   by an efficient exact lossless verifier for i.i.d. drafts (this package's
   ``optimal_multidraft``, selection then SD as in Khisti et al. 2024, arXiv 2410.18234), and
   how far its node-by-node lift is from OPT(K) at L >= 2;
-* ``gbv_multipath``: multi-path GBV improves on BV and is monotone in K (Thomas & Pal 2026).
+* ``gbv_multipath``: multi-path GBV improves on BV and is monotone in K (Thomas & Pal 2026);
+* ``single_path``: OPT(K) is attained by selecting one draft and block-verifying it with its
+  law, OPT(K) = max over selected-draft laws r of BV's value (this project; the proof is in
+  docs/near_opt_bv.md), and how close ``near_opt_bv``, a polynomial single-path rule, comes.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from spectr_gbv.simulate.exact import ExactResult
 from spectr_gbv.simulate.methods import simulate_method
 from spectr_gbv.theory import bounds
 from spectr_gbv.theory.lp import optimal_lossless
+from spectr_gbv.theory.single_path import single_path_optimum
 
 T = TypeVar("T")
 
@@ -48,6 +52,8 @@ FIELD_SEARCH_LIMIT = 20
 #: Numbers of drafts of the L = 1 batteries (claims ``kseq_approximation`` and
 #: ``optimal_multidraft``), fixed so that their size does not depend on the report's ``--K``.
 L1_BATTERY_KS: tuple[int, ...] = (2, 3, 4)
+#: Numbers of drafts of the ``single_path`` battery (n = 2, 3; L = 2; FIELD_SEARCH_LIMIT // 2 seeds).
+SINGLE_PATH_KS: tuple[int, ...] = (2, 3)
 #: K-SEQ's guaranteed fraction of the single-step optimum (Sun et al. 2023).
 KSEQ_RATIO = 1 - 1 / math.e
 
@@ -331,6 +337,51 @@ def claim_gbv_multipath(instance: Instance) -> Claim:
     return c
 
 
+def claim_single_path(instance: Instance, ks: Sequence[int]) -> Claim:
+    """``single_path``: OPT(K) (the draft-multiset LP) = the single-path optimum, here and on a battery."""
+    c = Claim(
+        "single_path",
+        "OPT(K) is attained by selecting one draft and block-verifying it with its law: OPT(K) = max over the laws r "
+        "of a selected draft of BV's value (this project, docs/near_opt_bv.md); near_opt_bv is a polynomial such rule.",
+        HOLDS,
+    )
+    rows = {}
+    for k in ks:
+        opt = _opt(instance, k)
+        sp = single_path_optimum(instance.target, instance.draft, k, instance.L).value
+        near = simulate_method(instance, "near_opt_bv", k).expected_accepted
+        rows[str(k)] = {"opt": opt, "single_path": sp, "near_opt_bv": json_value(near)}
+        if abs(sp - opt) > LP_TOL:
+            c.verdict = FAILS
+        c.evidence.append(
+            f"this instance, K={k}: OPT(K) (LP) = {opt:.6f}, single-path optimum = {sp:.6f}; "
+            f"near_opt_bv E[tau] = {display_value(near)} ({float(near) / opt if opt else 1.0:.4f} of OPT)"
+        )
+
+    def differs(inst: Instance) -> bool:
+        return any(
+            abs(single_path_optimum(inst.target, inst.draft, k, inst.L).value - _opt(inst, k)) > LP_TOL
+            for k in SINGLE_PATH_KS
+        )
+
+    limit = FIELD_SEARCH_LIMIT // 2
+    found = find_witness(differs, (2, 3), (2,), zero_prob=0.3, limit=limit)
+    checked = 2 * limit
+    if found is None:
+        c.evidence.append(
+            f"equal within {LP_TOL:g} on all {checked} seeded sparse instances (n 2-3, L 2) at K = "
+            f"{', '.join(map(str, SINGLE_PATH_KS))}"
+        )
+    else:
+        witness, spec = found
+        c.verdict = FAILS
+        c.evidence.append(f"witness {witness.name}: the single-path optimum differs from OPT(K)")
+        c.evidence.append(_reproduce(spec, SINGLE_PATH_KS))
+        c.witness = witness.to_dict()
+    c.values = {"instance": rows, "battery_instances": checked, "battery_ks": list(SINGLE_PATH_KS)}
+    return c
+
+
 def field_ledger(instance: Instance, ks: Sequence[int] = (1, 2, 3)) -> list[Claim]:
     """Build the field ledger for ``instance`` at the given K values.
 
@@ -362,7 +413,8 @@ def field_ledger(instance: Instance, ks: Sequence[int] = (1, 2, 3)) -> list[Clai
         claim_kseq(),
         claim_optimal_multidraft(instance, ks),
         claim_gbv_multipath(instance),
+        claim_single_path(instance, ks),
     ]
 
 
-__all__ = ["FIELD_SEARCH_LIMIT", "KSEQ_RATIO", "L1_BATTERY_KS", "field_ledger"]
+__all__ = ["FIELD_SEARCH_LIMIT", "KSEQ_RATIO", "L1_BATTERY_KS", "SINGLE_PATH_KS", "field_ledger"]

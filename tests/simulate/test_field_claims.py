@@ -26,6 +26,7 @@ def test_keys_in_order(ledger):
         "kseq_approximation",
         "optimal_multidraft",
         "gbv_multipath",
+        "single_path",
     ]
     json.dumps([c.to_json() for c in ledger.values()])  # JSON-ready
 
@@ -113,3 +114,15 @@ def test_report_shows_progress_on_a_terminal(monkeypatch):
     assert rep.field_claims == [] and len(rep.claims) == 6
     shown = stream.getvalue()
     assert "report:" in shown and "/7 [" in shown and "claims le" in shown
+
+
+def test_single_path_holds(ledger):
+    c = ledger["single_path"]
+    assert c.verdict == HOLDS
+    rows = c.values["instance"]
+    assert set(rows) == {"1", "2", "3"}
+    for k, opt in (("1", 113 / 72), ("2", 71 / 36), ("3", 2.0)):
+        assert abs(rows[k]["opt"] - opt) <= 1e-8 and abs(rows[k]["single_path"] - opt) <= 1e-8
+    assert rows["1"]["near_opt_bv"] == "113/72" and rows["2"]["near_opt_bv"] == "139/72"
+    assert c.values["battery_instances"] == 20
+    assert any("equal within 1e-08 on all 20 seeded sparse instances" in e for e in c.evidence)
