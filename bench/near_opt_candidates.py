@@ -44,7 +44,7 @@ from spectr_gbv.core.instance import random_instance
 from spectr_gbv.reference.base import Verifier, VerifyInput
 from spectr_gbv.reference.choosers import Chooser, Emission
 from spectr_gbv.reference.kernels import block_verify
-from spectr_gbv.reference.near_opt_bv import NearOptBlockVerifier
+from spectr_gbv.reference.near_opt_bv import NearOptBlockVerifier, child_counts
 from spectr_gbv.reference.optimal_multidraft import Decomposition, node_rule, order_vertex, selection_probabilities
 from spectr_gbv.simulate.exact import simulate_exact
 from spectr_gbv.theory.lp import optimal_lossless
@@ -54,17 +54,6 @@ KS = (2, 3, 4)
 EXISTING = ("mdbv", "gbv_multipath", "optimal_multidraft", "khisti_is", "traversal")
 #: The methods issue 18 requires never to be beaten by near_opt_bv.
 ISSUE_LIST = ("mdbv", "gbv_multipath", "optimal_multidraft", "traversal")
-
-
-def _child_counts(q: tuple[Fraction, ...], orders: Decomposition, m: int, y: int) -> dict[int, Fraction]:
-    """P(token y is selected and m' of the m drafts carry it), m' = 1..m (priority-order mixture)."""
-    out: dict[int, Fraction] = {}
-    for w, order in orders:
-        before = sum((q[v] for v in order[: order.index(y)]), Fraction(0))
-        rest = 1 - before - q[y]
-        for mm in range(1, m + 1):
-            out[mm] = out.get(mm, Fraction(0)) + w * math.comb(m, mm) * q[y] ** mm * rest ** (m - mm)
-    return out
 
 
 class SelectedPathOptimalBV(Verifier):
@@ -114,7 +103,7 @@ class SelectedPathOptimalBV(Verifier):
                 d, orders = self.rule(p, q, m)
                 for v in range(len(q)):
                     r[v] += w * d[v]
-                for mm, pr in _child_counts(q, orders, m, y).items():
+                for mm, pr in child_counts(q, orders, m, y).items():
                     new[mm] = new.get(mm, Fraction(0)) + w * pr
             rows.append(np.array([v / total for v in r], dtype=object))
             dist = new

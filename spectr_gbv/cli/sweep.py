@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from typing import Any
 
 from spectr_gbv.cli.common import UsageError, print_json
 
@@ -41,13 +42,17 @@ def run(args: argparse.Namespace) -> int:
         result = run_sweep(grid, args.out, address=args.address, num_cpus=args.num_cpus, show_progress=not args.quiet)
     except (ImportError, ValueError) as exc:
         raise UsageError(str(exc).splitlines()[0]) from exc
+    return _finish(args, result, f"Sweep of {result.tasks_total} instances: {result.tasks_done} tasks done")
+
+
+def _finish(args: argparse.Namespace, result: Any, head: str) -> int:
+    """Print a sweep result (JSON with ``--json``, else one line after ``head``); exit 1 if tasks failed."""
     if args.json:
         print_json(dataclasses.asdict(result))
     else:
         print(
-            f"Sweep of {result.tasks_total} instances: {result.tasks_done} tasks done, {result.tasks_skipped} "
-            f"skipped (already stored), {result.tasks_failed} failed; {result.rows_written} rows written in "
-            f"{result.seconds:.1f} s to {result.out}"
+            f"{head}, {result.tasks_skipped} skipped (already stored), {result.tasks_failed} failed; "
+            f"{result.rows_written} rows written in {result.seconds:.1f} s to {result.out}"
             + (" (rerun the same command to retry the failed tasks)." if result.tasks_failed else ".")
         )
     return 1 if result.tasks_failed else 0
@@ -98,16 +103,7 @@ def run_bench(args: argparse.Namespace) -> int:
         )
     except (ImportError, ValueError) as exc:
         raise UsageError(str(exc).splitlines()[0]) from exc
-    if args.json:
-        print_json(dataclasses.asdict(result))
-    else:
-        print(
-            f"Bench sweep of {result.tasks_total} configurations: {result.tasks_done} done, {result.tasks_skipped} "
-            f"skipped (already stored), {result.tasks_failed} failed; {result.rows_written} rows written in "
-            f"{result.seconds:.1f} s to {result.out}"
-            + (" (rerun the same command to retry the failed tasks)." if result.tasks_failed else ".")
-        )
-    return 1 if result.tasks_failed else 0
+    return _finish(args, result, f"Bench sweep of {result.tasks_total} configurations: {result.tasks_done} done")
 
 
 def _add_bench_parser(forms: argparse._SubParsersAction) -> None:

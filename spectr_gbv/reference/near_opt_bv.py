@@ -40,6 +40,7 @@ iterations.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -144,31 +145,51 @@ def path_rules(
     ValueError
         ``weighting`` not in :data:`WEIGHTINGS`, or ``priority`` unknown.
     """
+    x = batch.draft(k)
+    nodes, _ = _walk(batch, lambda t, node, tokens: x[t], priority, weighting, depth)
+    return nodes
+
+
+def _walk(
+    batch: VerifyInput,
+    pick: Callable[[int, PathNode, list[int]], int],
+    priority: str,
+    weighting: str,
+    depth: int | None = None,
+) -> tuple[list[PathNode], int]:
+    """Walk down the draft trie for ``depth`` (default L) levels; ``pick(t, node, tokens)`` chooses the child.
+
+    ``tokens`` are the next tokens of the drafts through the node (draft order). Returns the
+    node rules along the walk and the lowest-index draft through the last node reached.
+    """
     if weighting not in WEIGHTINGS:
         raise ValueError(f"weighting must be one of {', '.join(WEIGHTINGS)}, got {weighting!r}")
-    x = batch.draft(k)
     depth = batch.L if depth is None else depth
+    active = list(range(batch.K))
     dist: dict[int, Fraction] = {batch.K: Fraction(1)}
     w = Fraction(1)
     nodes: list[PathNode] = []
     for t in range(depth):
+        k = active[0]
         p = _exact_row(batch.target_probs[k, t], batch.exact)
         q = _exact_row(batch.draft_probs[k, t], batch.exact)
         total = sum(dist.values(), Fraction(0))
         counts: Counts = tuple((m, dist[m] / total) for m in sorted(dist))
         scale = w if weighting == "bv" or (weighting == "leaf" and t == batch.L - 1) else Fraction(1)
         d, orders = mixture_rule(tuple(scale * v for v in p), q, counts, priority)
-        nodes.append(PathNode(d, orders, counts, w))
+        node = PathNode(d, orders, counts, w)
+        nodes.append(node)
+        y = pick(t, node, [int(batch.drafts[j, t]) for j in active])
+        active = [j for j in active if int(batch.drafts[j, t]) == y]
         if t + 1 == depth:
             break
-        y = x[t]
         new: dict[int, Fraction] = {}
         for m, pm in counts:
             for mm, pr in child_counts(q, orders, m, y).items():
                 new[mm] = new.get(mm, Fraction(0)) + pm * pr
         dist = new
         w = min(Fraction(1), w * p[y] / d[y])
-    return nodes
+    return nodes, active[0]
 
 
 class NearOptBlockVerifier(Verifier):
@@ -231,19 +252,17 @@ class NearOptBlockVerifier(Verifier):
 
     def run(self, batch: VerifyInput, prep: Any, chooser: Chooser) -> Emission:
         """Select the path node by node, then block verification with draft law r."""
-        active = list(range(batch.K))
         conv = (lambda v: v) if batch.exact else float
-        for t in range(batch.L):
-            node = self._rules(batch, active[0], t + 1)[t]
-            tokens = [int(batch.drafts[j, t]) for j in active]
+
+        def pick(t: int, node: PathNode, tokens: list[int]) -> int:
             sel = selection_probabilities(node.orders, tokens)
             cands = sorted(sel)
-            y = cands[chooser.categorical([conv(sel[v]) for v in cands])] if len(cands) > 1 else cands[0]
-            active = [j for j in active if int(batch.drafts[j, t]) == y]
-        k = active[0]
+            return cands[chooser.categorical([conv(sel[v]) for v in cands])] if len(cands) > 1 else cands[0]
+
+        nodes, k = _walk(batch, pick, self.priority, self.weighting)
         x = batch.draft(k)
         dtype = object if batch.exact else np.float64
-        rows = [np.array([conv(v) for v in node.d], dtype=dtype) for node in self._rules(batch, k)]
+        rows = [np.array([conv(v) for v in node.d], dtype=dtype) for node in nodes]
         tau, law = block_verify(
             chooser, x, batch.target_probs[k, : batch.L], rows, batch.target_probs[k, batch.L], batch.exact
         )

@@ -33,7 +33,6 @@ set of r/q (f is concave in q(S)), so each round checks the prefixes of one sort
 from __future__ import annotations
 
 import itertools
-import math
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -129,10 +128,6 @@ def bv_value(target: TabularAR, path_law: dict[tuple[int, ...], Fraction], draft
     return total
 
 
-def _coverage(mass: float, k: int) -> float:
-    return -math.expm1(k * math.log1p(-mass)) if mass < 1 else 1.0
-
-
 def single_path_optimum(
     target: TabularAR, draft: TabularAR, num_drafts: int, draft_length: int, *, max_blocks: int | None = None
 ) -> SinglePathResult:
@@ -219,7 +214,8 @@ def single_path_optimum(
         order = np.argsort(-(r / qf), kind="stable")
         mass = np.cumsum(qf[order])
         load = np.cumsum(r[order])
-        cover = np.array([_coverage(min(m, 1.0), K) for m in mass])
+        with np.errstate(divide="ignore"):  # mass 1 (all blocks): log1p(-1) = -inf, coverage 1
+            cover = -np.expm1(K * np.log1p(-np.minimum(mass, 1.0)))
         fresh = [
             j
             for j in np.nonzero(load > cover + SEPARATION_TOL)[0]

@@ -64,8 +64,7 @@ def test_l1_is_the_closed_form():
 
 
 def test_bv_value_is_exact():
-    # the draft law itself: BV's exact E[tau] (THEORY.md section 3); the paper check of p = (1/3, 2/3),
-    # q = (2/3, 1/3), L = 2 gives 11/9
+    # r = q, the draft law itself: BV's exact E[tau] on the default instance (THEORY.md section 7)
     inst = default_instance()
     law = {(a, b): F(inst.draft.prob((a, b))) for a in range(2) for b in range(2)}
     assert bv_value(inst.target, law, 2) == F(113, 72)
