@@ -15,10 +15,13 @@ distribution of the number of drafts through the current node; run block verific
 with draft law r. Lossless: BV is lossless for any draft law, and X* ~ r exactly. K = 1: r = q,
 so it is BV; L = 1: r is the optimal selection law d, so it is SD with d, which is OPT(K).
 
-Candidates C2 (the registered ``near_opt_bv`` and its variants): the same walk, but the node
-rule is chosen for the law of the NUMBER of drafts through the node (one priority-order mixture
-for every count, :func:`spectr_gbv.reference.coverage.mixture_rule`), with BV's running weight
-scaling the target (``weighting``) and a choice of optimal base (``priority``).
+Candidates C2 (the first ``near_opt_bv``, ``selection="walk"``, and its variants): the same
+walk, but the node rule is chosen for the law of the NUMBER of drafts through the node (one
+priority-order mixture for every count, :func:`spectr_gbv.reference.coverage.mixture_rule`),
+with BV's running weight scaling the target (``weighting``) and a choice of optimal base
+(``priority``). C3: C2 plus a correction coupled with the drafts left at BV's stop. C4 (the
+registered ``near_opt_bv`` is C4d): independent per-draft scores split at every drafted prefix
+(module :mod:`spectr_gbv.reference.score_laws`), with the split variants of ``split``.
 
 Usage::
 
@@ -43,8 +46,9 @@ from tqdm import tqdm
 from spectr_gbv.core.instance import random_instance
 from spectr_gbv.reference.base import Verifier, VerifyInput
 from spectr_gbv.reference.choosers import Chooser, Emission
+from spectr_gbv.reference.coverage import mixture_rule, point_mass
 from spectr_gbv.reference.kernels import block_verify
-from spectr_gbv.reference.near_opt_bv import NearOptBlockVerifier, child_counts
+from spectr_gbv.reference.near_opt_bv import NearOptBlockVerifier, _walk, child_counts
 from spectr_gbv.reference.optimal_multidraft import Decomposition, node_rule, order_vertex, selection_probabilities
 from spectr_gbv.simulate.exact import simulate_exact
 from spectr_gbv.theory.lp import optimal_lossless
@@ -135,6 +139,73 @@ class SelectedPathOptimalBV(Verifier):
         return Emission(x[:tau], law)
 
 
+def walk(**kwargs: str) -> NearOptBlockVerifier:
+    """The walk selection (C2 family)."""
+    return NearOptBlockVerifier(selection="walk", **kwargs)
+
+
+class CorrectedWalk(NearOptBlockVerifier):
+    """Candidate C3: C2, then BV's correction token coupled with the drafts the walk left at the stop.
+
+    At the stop u = x^tau the drafts through u whose next token comes after the walk's token c in
+    the order drawn there are i.i.d. q restricted to those tokens (given the walk); the correction
+    (law R, BV's residual) is drawn by the optimal single-step rule for them (select with the
+    point-mass rule's law d, accept with min(1, R/d), else the residual of R against d); an
+    accepted drafted token y continues with the drafts through uy, recursively. Lossless; it
+    gains exactly nothing on every case measured: R lives on the tight set of d, whose tokens are
+    selected whenever drafted, so no token drafted after c has R > 0 (docs/near_opt_bv.md).
+    """
+
+    name = "cand_corrected_walk"
+    structure = None  # the structured path would bypass run
+
+    def __init__(self) -> None:
+        super().__init__(selection="walk")
+
+    def run(self, batch: VerifyInput, prep: Any, chooser: Chooser) -> Emission:
+        """Walk (drawing the order at each node), BV, then the coupled correction."""
+        orders_drawn: list[tuple[int, ...]] = []
+
+        def pick(t: int, node: Any, tokens: list[int]) -> int:
+            i = chooser.categorical([w for w, _ in node.orders]) if len(node.orders) > 1 else 0
+            orders_drawn.append(node.orders[i][1])
+            return next(y for y in node.orders[i][1] if y in set(tokens))
+
+        nodes, k = _walk(batch, pick, self.priority, self.weighting)
+        x = batch.draft(k)
+        rows = [np.array(node.d, dtype=object) for node in nodes]
+        tau, law = block_verify(
+            chooser, x, batch.target_probs[k, : batch.L], rows, batch.target_probs[k, batch.L], True
+        )
+        if tau == batch.L:
+            return Emission(x, law)
+        order = orders_drawn[tau]
+        after = set(order[order.index(x[tau]) + 1 :])
+        usable = [j for j in range(batch.K) if batch.draft(j)[:tau] == x[:tau] and int(batch.drafts[j, tau]) in after]
+        if not usable:
+            return Emission(x[:tau], law)
+        q = tuple(batch.draft_probs[k, tau].tolist())
+        mass = sum((q[v] for v in after), Fraction(0))
+        q_after = tuple(q[v] / mass if v in after else Fraction(0) for v in range(len(q)))
+        res = tuple(v / sum(law.tolist(), Fraction(0)) for v in law.tolist())
+        d, orders = mixture_rule(res, q_after, point_mass(len(usable)), "ratio")
+        sel = selection_probabilities(orders, [int(batch.drafts[j, tau]) for j in usable])
+        cands = sorted(sel)
+        y = cands[chooser.categorical([sel[v] for v in cands])] if len(cands) > 1 else cands[0]
+        if not chooser.bernoulli(min(Fraction(1), res[y] / d[y])):
+            return Emission(
+                x[:tau], np.array([max(a - b, Fraction(0)) for a, b in zip(res, d, strict=True)], dtype=object)
+            )
+        sub = [j for j in usable if int(batch.drafts[j, tau]) == y]
+        if tau + 1 == batch.L:
+            return Emission(x[:tau] + (y,), batch.target_probs[sub[0], batch.L])
+        rest = VerifyInput(
+            batch.drafts[sub, tau + 1 :], batch.draft_probs[sub, tau + 1 :], batch.target_probs[sub, tau + 1 :], True
+        )
+        e = self.run(rest, prep, chooser)
+        return Emission(x[:tau] + (y,) + e.prefix, e.weights)
+
+
 def _candidates() -> dict[str, Verifier]:
     return {
         "C1a selected path, optimal node rule per count (id order)": SelectedPathOptimalBV("id"),
@@ -142,11 +213,20 @@ def _candidates() -> dict[str, Verifier]:
         "C1c C1b mixed 3/4 with the ratio vertex (theta 1/4)": SelectedPathOptimalBV("ratio", Fraction(1, 4)),
         "C1d theta 1/2": SelectedPathOptimalBV("ratio", Fraction(1, 2)),
         "C1e theta 1 (= gbv_multipath: a consistency check)": SelectedPathOptimalBV("ratio", Fraction(1)),
-        "C2 near_opt_bv: count-law rule, BV-weighted target, ratio base": NearOptBlockVerifier(),
-        "C2b count-law rule, unweighted target, ratio base": NearOptBlockVerifier(weighting="none"),
-        "C2c count-law rule, weighted at the last level only": NearOptBlockVerifier(weighting="leaf"),
-        "C2d count-law rule, BV-weighted, id base": NearOptBlockVerifier(priority="id"),
-        "C2e count-law rule, lexicographically optimal base": NearOptBlockVerifier(priority="lex"),
+        "C2 walk (first near_opt_bv): count-law rule, BV-weighted target, ratio base": walk(),
+        "C2b count-law rule, unweighted target, ratio base": walk(weighting="none"),
+        "C2c count-law rule, weighted at the last level only": walk(weighting="leaf"),
+        "C2d count-law rule, BV-weighted, id base": walk(priority="id"),
+        "C2e count-law rule, lexicographically optimal base": walk(priority="lex"),
+        "C3 C2 + the correction coupled with the unselected drafts": CorrectedWalk(),
+        "C4a scores, split by the ratio rule's orders": NearOptBlockVerifier(split="orders", priority="ratio"),
+        "C4b scores, the ratio rule's law with its largest proportional share": NearOptBlockVerifier(
+            split="rule", priority="ratio"
+        ),
+        "C4c scores, optimal law with the largest proportional share": NearOptBlockVerifier(
+            split="proportional", priority="ratio"
+        ),
+        "C4d near_opt_bv: scores, orders of the lexicographically optimal base": NearOptBlockVerifier(),
     }
 
 

@@ -13,6 +13,7 @@ Usage::
 
     python bench/paired_kernels.py                       # K = 3, L = 8, T = 0.7, 4 prompts x 40 tokens
     python bench/paired_kernels.py --methods mdbv,near_opt_bv --reps 32
+    python bench/paired_kernels.py --top-k 32 --reps 4     # p and q restricted to their top 32
 """
 
 from __future__ import annotations
@@ -48,12 +49,20 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--T", type=float, default=0.7)
     ap.add_argument("--tokens", type=int, default=40, help="new tokens per prompt")
     ap.add_argument("--reps", type=int, default=16, help="kernel runs per recorded iteration")
+    ap.add_argument("--top-k", type=int, default=None, help="top-k applied to p and q (default: none)")
     args = ap.parse_args(argv)
     methods = args.methods.split(",")
     target, tok = load_target()
     draft = load_draft(target)
     dec = SpeculativeDecoder(
-        target, draft, method=args.baseline, num_drafts=args.K, draft_length=args.L, temperature=args.T, seed=0
+        target,
+        draft,
+        method=args.baseline,
+        num_drafts=args.K,
+        draft_length=args.L,
+        temperature=args.T,
+        top_k=args.top_k,
+        seed=0,
     )
     record: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
 
@@ -71,7 +80,10 @@ def main(argv: list[str] | None = None) -> None:
             out = verify(m, *(x.contiguous() for x in rows), generator=torch.Generator().manual_seed(i))
             per[m].append(float(out.num_accepted.double().mean()))
     n = len(record)
-    print(f"{n} recorded iterations (K = {args.K}, L = {args.L}, T = {args.T}), {args.reps} kernel runs each\n")
+    print(
+        f"{n} recorded iterations (K = {args.K}, L = {args.L}, T = {args.T}, top-k {args.top_k}), "
+        f"{args.reps} kernel runs each\n"
+    )
     print(f"| method | E[tau] per iteration | minus {args.baseline} | paired s.e. |")
     print("|---|---|---|---|")
     base = per.get(args.baseline)

@@ -48,13 +48,18 @@ vertices, the min-cut for :math:`\max \sum \min\{t, d\}`); Hu et al. 2025, arXiv
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 from functools import lru_cache
 
 # Law of the number of drafts through a node: ``((m, P(M = m)), ...)``, m >= 1 increasing,
 # probabilities positive and summing to 1. ``((c, Fraction(1)),)`` is c drafts for sure.
 Counts = tuple[tuple[int, Fraction], ...]
+
+# The node polymatroid's concave function G: a count law (``Counts``) or any hashable callable
+# x -> G(x), concave increasing on [0, 1] with G(0) = 0 and G(1) = 1 (e.g. the score-law
+# function :class:`~spectr_gbv.reference.score_laws.ScoreCoverage`).
+Coverage = Counts | Callable[[Fraction], Fraction]
 
 # A selection rule as a mixture of priority orders: ``((weight, order), ...)``, weights
 # positive and summing to 1, each order a tuple of the tokens of the support of q.
@@ -70,12 +75,17 @@ def point_mass(c: int) -> Counts:
     return ((c, Fraction(1)),)
 
 
-def coverage(x: Fraction, counts: Counts) -> Fraction:
-    r""":math:`G(x) = \sum_m \pi(m) [1 - (1 - x)^m]`: P(some drafted token lands in a set of q-mass x)."""
+def coverage(x: Fraction, counts: Coverage) -> Fraction:
+    r""":math:`G(x) = \sum_m \pi(m) [1 - (1 - x)^m]`: P(some drafted token lands in a set of q-mass x).
+
+    ``counts`` may also be a coverage function, which is then evaluated at x.
+    """
+    if callable(counts):
+        return counts(x)
     return sum((w * (1 - (1 - x) ** m) for m, w in counts), Fraction(0))
 
 
-def order_vertex(q: Sequence[Fraction], order: Sequence[int], counts: Counts) -> list[Fraction]:
+def order_vertex(q: Sequence[Fraction], order: Sequence[int], counts: Coverage) -> list[Fraction]:
     r"""Law of the first drafted token in ``order``: :math:`G(q(H) + q(y)) - G(q(H))`.
 
     Parameters
@@ -84,8 +94,8 @@ def order_vertex(q: Sequence[Fraction], order: Sequence[int], counts: Counts) ->
         Draft law at the node.
     order : sequence of int
         A priority order of the support T of q (tokens outside it get 0).
-    counts : Counts
-        Law of the number of drafts through the node.
+    counts : Coverage
+        Law of the number of drafts through the node, or a coverage function.
 
     Returns
     -------
@@ -107,7 +117,7 @@ def _min_threshold(
     q: Sequence[Fraction],
     pool: Sequence[int],
     scale: Fraction,
-    counts: Counts,
+    counts: Coverage,
     base: Fraction,
 ) -> tuple[Fraction, list[int]]:
     r"""``min`` over X of ``scale * G(base + q(X)) - weights(X)``, X a subset of ``pool``.
@@ -129,7 +139,7 @@ def _min_threshold(
 
 
 def _acceptance_vector(
-    t: Sequence[Fraction], q: Sequence[Fraction], support: list[int], counts: Counts
+    t: Sequence[Fraction], q: Sequence[Fraction], support: list[int], counts: Coverage
 ) -> list[Fraction]:
     """Greedy vertex :math:`a^*` of the box-truncated polymatroid f' (step 1 of the module docstring)."""
     a = [Fraction(0)] * len(t)
@@ -145,7 +155,7 @@ def _acceptance_vector(
     return a
 
 
-def _raise_to_base(d: list[Fraction], q: Sequence[Fraction], support: list[int], counts: Counts) -> list[Fraction]:
+def _raise_to_base(d: list[Fraction], q: Sequence[Fraction], support: list[int], counts: Coverage) -> list[Fraction]:
     r"""Raise each coordinate of ``d`` (in P(f)) by its slack :math:`\min_{X \ni y} f(X) - d(X)` (step 2).
 
     After the pass every token lies in a tight set, and tight sets are closed under union, so
@@ -159,7 +169,7 @@ def _raise_to_base(d: list[Fraction], q: Sequence[Fraction], support: list[int],
 
 
 def _peel_step(
-    d: list[Fraction], v: list[Fraction], q: Sequence[Fraction], support: list[int], counts: Counts
+    d: list[Fraction], v: list[Fraction], q: Sequence[Fraction], support: list[int], counts: Coverage
 ) -> Fraction:
     r"""Largest :math:`\lambda < 1` with :math:`(d - \lambda v)/(1 - \lambda)` in the base polytope.
 
@@ -184,7 +194,7 @@ def _peel_step(
     raise AssertionError("Dinkelbach did not converge (a bug: it ends in at most |T| + 1 steps)")
 
 
-def decompose_base(d: Sequence[Fraction], q: Sequence[Fraction], counts: Counts) -> Decomposition:
+def decompose_base(d: Sequence[Fraction], q: Sequence[Fraction], counts: Coverage) -> Decomposition:
     r"""Write a base d of the polymatroid of ``counts`` as a mixture of priority orders (step 3).
 
     Parameters
@@ -192,7 +202,8 @@ def decompose_base(d: Sequence[Fraction], q: Sequence[Fraction], counts: Counts)
     d : sequence of Fraction, length n
         A base: sums to 1 on the support T of q, with :math:`d(X) \le G(q(X))` for every X.
     q : sequence of Fraction, length n
-    counts : Counts
+    counts : Coverage
+        Law of the number of drafts through the node, or a coverage function.
 
     Returns
     -------
@@ -223,7 +234,7 @@ def decompose_base(d: Sequence[Fraction], q: Sequence[Fraction], counts: Counts)
     raise AssertionError("decompose: more peels than support tokens (d is not a base)")
 
 
-def lexicographic_base(t: Sequence[Fraction], q: Sequence[Fraction], counts: Counts) -> tuple[Fraction, ...]:
+def lexicographic_base(t: Sequence[Fraction], q: Sequence[Fraction], counts: Coverage) -> tuple[Fraction, ...]:
     r"""The lexicographically optimal base of the polymatroid with respect to the weights t.
 
     Fujishige's decomposition: with C the tokens already assigned (empty at first), take the
@@ -241,7 +252,8 @@ def lexicographic_base(t: Sequence[Fraction], q: Sequence[Fraction], counts: Cou
         Nonnegative weights (the target).
     q : sequence of Fraction, length n
         Draft law at the node.
-    counts : Counts
+    counts : Coverage
+        Law of the number of drafts through the node, or a coverage function.
 
     Returns
     -------
@@ -278,9 +290,19 @@ def lexicographic_base(t: Sequence[Fraction], q: Sequence[Fraction], counts: Cou
     return tuple(d)
 
 
+def _visit_order(t: Sequence[Fraction], q: Sequence[Fraction], priority: str, allowed: Sequence[str]) -> list[int]:
+    """The support of q in steps 1-2's visit order: token id, or t/q descending (ties by id)."""
+    if priority not in allowed or priority == "lex":
+        raise ValueError(f"priority must be one of {', '.join(allowed)}, got {priority!r}")
+    support = [y for y in range(len(q)) if q[y] > 0]
+    if priority == "ratio":
+        support.sort(key=lambda y: (-(t[y] / q[y]), y))
+    return support
+
+
 @lru_cache(maxsize=8192)
 def mixture_rule(
-    t: tuple[Fraction, ...], q: tuple[Fraction, ...], counts: Counts, priority: str = "id"
+    t: tuple[Fraction, ...], q: tuple[Fraction, ...], counts: Coverage, priority: str = "id"
 ) -> tuple[tuple[Fraction, ...], Decomposition]:
     r"""A selection law d maximising :math:`\sum_y \min\{t(y), d(y)\}`, and its priority-order mixture.
 
@@ -291,8 +313,8 @@ def mixture_rule(
         for :class:`~spectr_gbv.reference.near_opt_bv.NearOptBlockVerifier`.
     q : tuple of Fraction, length n
         Draft law at the node (sums to 1).
-    counts : Counts
-        Law of the number of drafts through the node.
+    counts : Coverage
+        Law of the number of drafts through the node, or a coverage function.
     priority : str
         Which of the optimal bases: the order in which steps 1-2 visit the tokens, ``"id"``
         (token id) or ``"ratio"`` (t/q descending, ties by id: the optimal base that gives the
@@ -313,17 +335,102 @@ def mixture_rule(
     ValueError
         ``priority`` not in :data:`PRIORITIES`.
     """
-    support = [y for y in range(len(q)) if q[y] > 0]
     if priority == "lex":
         d = lexicographic_base(t, q, counts)
         return d, decompose_base(d, q, counts)
-    if priority == "ratio":
-        support.sort(key=lambda y: (-(t[y] / q[y]), y))
-    elif priority != "id":
-        raise ValueError(f"priority must be one of {', '.join(PRIORITIES)}, got {priority!r}")
+    support = _visit_order(t, q, priority, PRIORITIES)
     a = _acceptance_vector(t, q, support, counts)
     d = _raise_to_base(a, q, support, counts)
     return tuple(d), decompose_base(d, q, counts)
+
+
+def _max_proportional(a: Sequence[Fraction], q: Sequence[Fraction], support: list[int], counts: Coverage) -> Fraction:
+    r"""Largest :math:`\lambda \in [0, 1]` with :math:`(a - \lambda q)^+ / (1 - \lambda)` in the polymatroid.
+
+    :math:`\phi(\lambda) = \min_X [(1 - \lambda) G(q(X)) - (a - \lambda q)(X)]` is concave in
+    :math:`\lambda`, nonnegative at 0 (a is in the polymatroid); Dinkelbach from
+    :math:`\lambda = 1` moves to the root of the minimiser's linear function until
+    :math:`\phi \ge 0` (each minimiser a threshold set).
+    """
+    lam = Fraction(1)
+    for _ in range(len(support) + 3):
+        value, xs = _min_threshold([a[y] - lam * q[y] for y in range(len(q))], q, support, 1 - lam, counts, Fraction(0))
+        if value >= 0:
+            return lam
+        gx = coverage(sum((q[y] for y in xs), Fraction(0)), counts)
+        lam = (gx - sum((a[y] for y in xs), Fraction(0))) / (gx - sum((q[y] for y in xs), Fraction(0)))
+    raise AssertionError("max proportional share did not converge (a bug: it ends in at most |T| + 1 steps)")
+
+
+def proportional_share(
+    d: Sequence[Fraction], q: Sequence[Fraction], counts: Coverage
+) -> tuple[Fraction, Decomposition]:
+    r"""The largest :math:`\lambda` with :math:`d = \lambda q + (1 - \lambda) b`, b a base, and b's orders.
+
+    Parameters
+    ----------
+    d : sequence of Fraction, length n
+        A base of the polymatroid.
+    q : sequence of Fraction, length n
+    counts : Coverage
+
+    Returns
+    -------
+    lam : Fraction
+        In [0, 1] (1 when d = q).
+    orders : Decomposition
+        :func:`decompose_base` of b (empty when ``lam == 1``).
+    """
+    support = [y for y in range(len(q)) if q[y] > 0]
+    if all(d[y] == q[y] for y in support):
+        return Fraction(1), ()
+    lam = _peel_step(list(d), list(q), q, support, counts)
+    return lam, decompose_base([(d[y] - lam * q[y]) / (1 - lam) for y in range(len(q))], q, counts)
+
+
+@lru_cache(maxsize=8192)
+def proportional_rule(
+    t: tuple[Fraction, ...], q: tuple[Fraction, ...], counts: Coverage, priority: str = "ratio"
+) -> tuple[tuple[Fraction, ...], Fraction, Decomposition]:
+    r"""An optimal selection law with the largest proportional share: :math:`d = \lambda q + (1 - \lambda) b`.
+
+    Among the bases :math:`d \ge a^*` (every one maximises :math:`\sum_y \min\{t(y), d(y)\}`,
+    :math:`a^*` the acceptance vector of :func:`mixture_rule`'s step 1 in ``priority`` order),
+    take the one with the largest weight :math:`\lambda` on q itself (q is a base, since
+    :math:`G(x) \ge x`): :math:`\lambda` is the largest value with
+    :math:`(a^* - \lambda q)^+/(1 - \lambda)` in the polymatroid, b is that vector raised to a
+    base (step 2) and written as a mixture of priority orders (step 3). The proportional part
+    is the rule "pick a drafted child at random in proportion to the drafts": a score-law split
+    (:mod:`spectr_gbv.reference.score_laws`) gives every child the same share of every score,
+    so each child keeps access to the top scores for its own children.
+
+    Parameters
+    ----------
+    t, q, counts, priority
+        As :func:`mixture_rule` (``priority`` ``"id"`` or ``"ratio"``).
+
+    Returns
+    -------
+    d : tuple of Fraction, length n
+        The base; :math:`\sum \min\{t, d\}` equals :func:`mixture_rule`'s value.
+    lam : Fraction
+        The proportional weight in [0, 1] (1: d = q).
+    orders : Decomposition
+        The priority-order mixture of b (empty when ``lam == 1``).
+
+    Raises
+    ------
+    ValueError
+        ``priority`` not ``"id"`` or ``"ratio"``.
+    """
+    support = _visit_order(t, q, priority, ("id", "ratio"))
+    a = _acceptance_vector(t, q, support, counts)
+    lam = _max_proportional(a, q, support, counts)
+    if lam == 1:
+        return tuple(q), lam, ()
+    b = _raise_to_base([max(a[y] - lam * q[y], Fraction(0)) / (1 - lam) for y in range(len(q))], q, support, counts)
+    d = tuple(lam * q[y] + (1 - lam) * b[y] for y in range(len(q)))
+    return d, lam, decompose_base(b, q, counts)
 
 
 def selection_probabilities(orders: Decomposition, tokens: Sequence[int]) -> dict[int, Fraction]:
@@ -351,6 +458,7 @@ def selection_probabilities(orders: Decomposition, tokens: Sequence[int]) -> dic
 __all__ = [
     "PRIORITIES",
     "Counts",
+    "Coverage",
     "Decomposition",
     "coverage",
     "decompose_base",
@@ -358,5 +466,7 @@ __all__ = [
     "mixture_rule",
     "order_vertex",
     "point_mass",
+    "proportional_rule",
+    "proportional_share",
     "selection_probabilities",
 ]

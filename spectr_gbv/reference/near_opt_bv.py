@@ -1,40 +1,57 @@
-r"""``near_opt_bv``: select one draft path with BV-weighted optimal node rules, then block-verify it.
+r"""``near_opt_bv``: select one draft with BV-weighted optimal node rules, then block-verify it.
 
 A lossless multi-draft block verifier (issue 18; the proof and the measurements are in
-``docs/near_opt_bv.md``). Walk down the trie of the K i.i.d. drafts choosing one path. At the
-node :math:`u = x^t` of the path so far:
+``docs/near_opt_bv.md``). Any rule that selects one of the K i.i.d. drafts gives the selected
+block X a law r, and block verification of X against p with draft law r is lossless (BV is
+lossless for any draft law that X is distributed as; Sun et al. 2024, Algorithm 2). The best
+such r gives OPT(K) (:mod:`spectr_gbv.theory.single_path`). This verifier builds r node by
+node along the drafted prefixes, so that every row it needs is computable from the rows of
+the drafted prefixes. At a prefix :math:`u = x^t`:
 
-* :math:`\pi_t(m)`: the probability, over K fresh i.i.d. drafts, that the walk selects u and
-  that m drafts pass through u, normalised by the total :math:`r(u)`; :math:`\pi_0 = \delta_K`.
-* :math:`w_t`: block verification's running weight of u under the path law r (Sun et al. 2024,
-  Algorithm 2): :math:`w_0 = 1`, :math:`w_{t+1} = \min\{1, w_t\, p(x_{t+1}|u) / d_t(x_{t+1})\}`.
-* the node rule: :func:`~spectr_gbv.reference.coverage.mixture_rule` with target
-  :math:`w_t\, p(.|u)`, draft law q(.|u), counts :math:`\pi_t` and the ``"ratio"`` priority: a
-  law :math:`d_t` of the selected child maximising :math:`\sum_v \min\{w_t p(v|u), d_t(v)\}` over
-  every selection rule, written as a mixture of priority orders. The walk picks one order of
-  the mixture with its weight (the same mixture whatever the number of drafts through u) and
-  moves to the first drafted child in it; the drafts carrying it continue.
+* :math:`w_t`: block verification's running weight of u under r: :math:`w_0 = 1`,
+  :math:`w_{t+1} = \min\{1, w_t\, p(x_{t+1}|u) / d_t(x_{t+1})\}`;
+* the node rule chooses the law :math:`d_t = r(.|u)` of the selected block's next token among
+  the bases of a polymatroid :math:`X \mapsto G(q(X|u))`, maximising
+  :math:`\sum_v \min\{w_t p(v|u), d_t(v)\}` (the node's term of BV's value).
 
-The selected path X has the autoregressive law :math:`r(v|x^t) = d_t(v)`, so block
-verification of X against p with draft law r is lossless (BV is lossless for any draft law
-that X is distributed as). The count law updates along the path as
+**Score selection** (``selection="score"``, the registered verifier). Each draft draws an
+independent score from a law :math:`G_x` built top-down along its own prefixes, and the largest
+score wins (module :mod:`spectr_gbv.reference.score_laws`). The root law is uniform; at u the
+law H of a draft through u is split among the children, :math:`\sum_v q(v|u) G_{uv} = H`, and
+:math:`r(uv)/r(u) = q(v|u) E_{G_{uv}}[S^{K-1}] / E_H[S^{K-1}]`. The reachable laws are the bases
+of :math:`g_H(q(X))`, :math:`g_H(x)` the :math:`S^{K-1}`-moment of H's top x mass over the whole
+moment (:math:`1 - (1 - x)^K` at the root). The rule is the lexicographically optimal base of
+that polymatroid with respect to the target :math:`w_t p(.|u)` (Fujishige 1980;
+:func:`~spectr_gbv.reference.coverage.lexicographic_base`): it maximises
+:math:`\sum_v \min\{w_t p(v|u), d(v)\}` and spreads the mass above the target in proportion to
+it. It is written as a mixture of priority orders, and H is split by them: each order gives the
+earlier tokens the higher scores of H, and a child's law is the mixture of its slices
+(:func:`child_law`), so a child keeps a share of the top scores whenever an order ranks it
+first, and can give them to its own under-drafted children. Because the K scores are i.i.d. uniform whatever the blocks,
+:math:`r(x) = K q(x) E_{G_x}[S^{K-1}]`, and the win probabilities of the drafts are exact
+integrals of piecewise polynomials.
+
+**Walk** (``selection="walk"``, the first version). Walk down the trie with one priority order
+per node, drawn from :func:`~spectr_gbv.reference.coverage.mixture_rule`'s mixture for the law
+:math:`\pi_t` of the number of drafts through u given that the walk selects u
+(:math:`\pi_0 = \delta_K`), moving to the first drafted child in it; the count law updates as
 
 .. math::
     \pi_{t+1}(m') \propto \sum_m \pi_t(m) \sum_{(\lambda, \sigma)} \lambda
     \binom{m}{m'} q(y)^{m'} (1 - q(H_\sigma) - q(y))^{m - m'},
 
-with y the path's next token and :math:`H_\sigma` the tokens before y in :math:`\sigma`.
+with y the path's next token and :math:`H_\sigma` the tokens before y in :math:`\sigma`. A walk
+fixes one order per node for all the drafts below it; the scores instead let a child's share of
+the top scores be used by its own children (docs/near_opt_bv.md, "Score selection").
 
-At K = 1 the only base is q, so r = q and this is BV. At L = 1 the target is p, the counts are
-:math:`\delta_K`, and :math:`d_0` is the optimal single-step selection law, so
-:math:`E[\tau] = OPT(K)`. At the last level the node rule is optimal for the levels above
-(its term of BV's value is exactly :math:`\sum_v \min\{w_t p(v|u) r(u), r(uv)\}`).
+At K = 1 the only base is q, so r = q and both are BV. At L = 1 the target is p and the law
+is the optimal single-step selection law, so :math:`E[\tau] = OPT(K)`.
 
-Complexity per iteration: at each of the L path nodes one :func:`mixture_rule` over the
-support n of q with at most K count terms (O(n^2 (1 + D) log n) evaluations of G, each O(K);
-module :mod:`spectr_gbv.reference.coverage`) and the count update, O(n K^2) per order, so
-O(L (K n^2 D log n + n^2 K^2)) Fraction operations at worst. Stateless: nothing carries over
-iterations.
+Complexity per iteration: one node rule at each of the at most K L drafted prefixes, over the
+support n of q: O(n^2 (1 + D) log n) evaluations of G (module
+:mod:`spectr_gbv.reference.coverage`); a score-law evaluation costs O(P) for a law of P pieces,
+and a split adds at most two breakpoints per order, so P = O(L n) along a path; the win
+probabilities cost O(K^2 P_total). Stateless: nothing carries over iterations.
 """
 
 from __future__ import annotations
@@ -49,8 +66,25 @@ import numpy as np
 
 from spectr_gbv.reference.base import Verifier, VerifyInput
 from spectr_gbv.reference.choosers import Chooser, Emission
-from spectr_gbv.reference.coverage import PRIORITIES, Counts, Decomposition, mixture_rule, selection_probabilities
+from spectr_gbv.reference.coverage import (
+    PRIORITIES,
+    Counts,
+    Decomposition,
+    mixture_rule,
+    proportional_rule,
+    proportional_share,
+    selection_probabilities,
+)
 from spectr_gbv.reference.kernels import block_verify
+from spectr_gbv.reference.score_laws import (
+    UNIFORM,
+    ScoreCoverage,
+    ScoreLaw,
+    add_measures,
+    scaled,
+    top_slice,
+    win_probabilities,
+)
 
 
 def _exact_row(row: np.ndarray, exact: bool) -> tuple[Fraction, ...]:
@@ -192,30 +226,162 @@ def _walk(
     return nodes, active[0]
 
 
+#: ``selection`` values of :class:`NearOptBlockVerifier`: independent per-draft scores whose
+#: maximum selects the draft (``"score"``, the registered verifier), or the walk down the trie
+#: with one priority order per node (``"walk"``, the first version; docs/near_opt_bv.md).
+SELECTIONS: tuple[str, ...] = ("score", "walk")
+
+#: ``split`` values of :class:`NearOptBlockVerifier` (score selection): :func:`mixture_rule`'s law
+#: split by its priority orders (``"orders"``, the registered verifier, with the ``"lex"``
+#: priority), the optimal law with the largest proportional share (``"proportional"``:
+#: :func:`~spectr_gbv.reference.coverage.proportional_rule`), or :func:`mixture_rule`'s law with
+#: its largest proportional share (``"rule"``); the last two are research-log variants
+#: (docs/near_opt_bv.md).
+SPLITS: tuple[str, ...] = ("orders", "proportional", "rule")
+
+
+@dataclass(frozen=True)
+class ScoreNode:
+    """The score-selection rule at one drafted prefix u.
+
+    Attributes
+    ----------
+    d : tuple of Fraction, length n
+        Law of the selected block's next token, r(.|u).
+    share : Fraction
+        Weight of the proportional part of the split (:func:`~spectr_gbv.reference.coverage.proportional_rule`).
+    orders : Decomposition
+        Priority-order mixture of the rest.
+    law : ScoreLaw
+        H_u, the score law of a draft through u.
+    weight : Fraction
+        BV's running weight w_u of u under r.
+    """
+
+    d: tuple[Fraction, ...]
+    share: Fraction
+    orders: Decomposition
+    law: ScoreLaw
+    weight: Fraction
+
+
+def child_law(node: ScoreNode, q: tuple[Fraction, ...], v: int) -> ScoreLaw:
+    r"""The score law :math:`G_{uv}` of a draft through u whose next token is v (q(v) > 0).
+
+    :math:`q(v) G_{uv} = \lambda q(v) H + (1 - \lambda) \sum_{(\mu, \sigma)} \mu\,
+    H|_{[Q_\sigma(<v), Q_\sigma(\le v))}` with :math:`H|_{[a, b)}` the part of H between its
+    top-quantiles a and b and :math:`Q_\sigma(<v)` the q-mass before v in :math:`\sigma`: the
+    proportional part gives every child a share of every score, each order gives the earlier
+    tokens the higher scores. Summed over v with weights q(v) the children's laws give H back.
+    """
+    parts: list[ScoreLaw] = []
+    if node.share > 0:
+        parts.append(scaled(node.law, node.share * q[v]))
+    for mu, order in node.orders:
+        before = sum((q[y] for y in order[: order.index(v)]), Fraction(0))
+        parts.append(scaled(top_slice(node.law, before, before + q[v]), (1 - node.share) * mu))
+    return scaled(add_measures(parts), 1 / q[v])
+
+
+def _score_node(
+    batch: VerifyInput, k: int, t: int, law: ScoreLaw, w: Fraction, priority: str, weighting: str, split: str
+) -> ScoreNode:
+    p = _exact_row(batch.target_probs[k, t], batch.exact)
+    q = _exact_row(batch.draft_probs[k, t], batch.exact)
+    scale = w if weighting == "bv" or (weighting == "leaf" and t == batch.L - 1) else Fraction(1)
+    target, cov = tuple(scale * v for v in p), ScoreCoverage(law, batch.K - 1)
+    if split == "proportional":
+        d, share, orders = proportional_rule(target, q, cov, priority)
+    else:
+        d, orders = mixture_rule(target, q, cov, priority)
+        share = Fraction(0)
+        if split == "rule":
+            share, orders = proportional_share(d, q, cov)
+    return ScoreNode(d, share, orders, law, w)
+
+
+def score_tree(
+    batch: VerifyInput, priority: str = "lex", weighting: str = "bv", split: str = "orders"
+) -> tuple[dict[tuple[int, ...], ScoreNode], list[ScoreLaw]]:
+    """The score rules at every drafted prefix of length 0..L-1 and each draft's score law.
+
+    Parameters
+    ----------
+    batch : VerifyInput
+        Fractions or float64 (converted exactly to Fractions, rows renormalised).
+    priority : str
+        :func:`mixture_rule`'s priority (default ``"lex"``: the lexicographically optimal base;
+        ``"id"`` or ``"ratio"`` with any split, ``"lex"`` not with ``"proportional"``).
+    weighting : str
+        One of :data:`WEIGHTINGS` (default ``"bv"``).
+    split : str
+        One of :data:`SPLITS` (default ``"orders"``).
+
+    Returns
+    -------
+    nodes : dict of tuple of int to ScoreNode
+        One per distinct drafted prefix (the rows of the lowest-index draft through it).
+    leaves : list of ScoreLaw, length K
+        :math:`G_{x^{(k)}}`, the score law of draft k given its block.
+    """
+    nodes: dict[tuple[int, ...], ScoreNode] = {}
+    laws: dict[tuple[int, ...], tuple[ScoreLaw, Fraction]] = {(): (UNIFORM, Fraction(1))}
+    for k in range(batch.K):
+        x = batch.draft(k)
+        for t in range(batch.L):
+            u = x[:t]
+            if u not in nodes:
+                law, w = laws[u]
+                nodes[u] = _score_node(batch, k, t, law, w, priority, weighting, split)
+            node = nodes[u]
+            child = x[: t + 1]
+            if child not in laws:
+                q = _exact_row(batch.draft_probs[k, t], batch.exact)
+                p = _exact_row(batch.target_probs[k, t], batch.exact)
+                y = x[t]
+                laws[child] = (child_law(node, q, y), min(Fraction(1), node.weight * p[y] / node.d[y]))
+    return nodes, [laws[batch.draft(k)][0] for k in range(batch.K)]
+
+
 class NearOptBlockVerifier(Verifier):
     r"""Near-optimal lossless multi-draft block verification (``near_opt_bv``; module docstring).
 
-    Select one path of the draft trie node by node with the BV-weighted optimal node rule over
-    the law of the number of drafts through the node, then run block verification (Sun et al.
-    2024, Algorithm 2) on it with the selected path's exact law r as the draft law.
+    Select one draft with a law r built node by node from the BV-weighted optimal node rule,
+    then run block verification (Sun et al. 2024, Algorithm 2) on it with r as the draft law.
 
-    Lossless for any p and q (BV is lossless for any draft law, and the selected path has law r
-    exactly); K = 1 is BV; L = 1 is OPT(K); the law depends only on the multiset of drafts.
-    Float64 inputs are converted to Fractions exactly for the rule (row renormalised) and the
+    * ``selection="score"`` (the registered verifier): each draft draws an independent score
+      from a law built top-down along its own prefixes (:func:`score_tree`; module
+      :mod:`spectr_gbv.reference.score_laws`); the largest score is selected. At a node the
+      score law H is split among the children by the priority orders of the lexicographically
+      optimal base of H's polymatroid with respect to the BV-weighted target (``split``
+      ``"orders"``, ``priority`` ``"lex"``); the other splits are research variants.
+    * ``selection="walk"``: walk down the trie with one priority order per node, drawn from
+      :func:`~spectr_gbv.reference.coverage.mixture_rule`'s mixture for the law of the number
+      of drafts through the node (the first version; :func:`path_rules`).
+
+    Lossless for any p and q (BV is lossless for any draft law, and the selected draft has law
+    r exactly); K = 1 is BV; L = 1 is OPT(K); the law depends only on the multiset of drafts.
+    Float64 inputs are converted to Fractions exactly for the rule (rows renormalised) and the
     block verification runs in float64 with r as floats.
 
     Parameters
     ----------
-    priority : str
-        The optimal base's priority (default ``"ratio"``; :func:`path_rules`).
+    priority : str, optional
+        The optimal base's priority: ``"lex"`` (the default with scores: the lexicographically
+        optimal base), ``"ratio"`` (the default with the walk) or ``"id"``.
     weighting : str
         The node target (default ``"bv"``; :data:`WEIGHTINGS`). The registered ``near_opt_bv``
         uses the defaults; the others are the research log's variants.
+    selection : str
+        ``"score"`` (default) or ``"walk"`` (:data:`SELECTIONS`).
+    split : str
+        The score split (default ``"orders"``; :data:`SPLITS`; unused by the walk).
 
     Raises
     ------
     ValueError
-        An unknown ``priority`` or ``weighting``.
+        An unknown ``priority``, ``weighting``, ``selection`` or ``split``, or ``"lex"`` with
+        the proportional split.
 
     References
     ----------
@@ -229,44 +395,83 @@ class NearOptBlockVerifier(Verifier):
     symmetric = True
     structure = "selected_draft"
     citation = (
-        "near_opt_bv (this project, issue 18): BV-weighted optimal selection of one draft path "
-        "(polymatroid node rule over the draft-count law), then block verification with its law "
+        "near_opt_bv (this project, issue 18): one draft selected by the largest of independent "
+        "scores whose laws split the lexicographically optimal base of each node's score-law "
+        "polymatroid (BV-weighted target), then block verification with its law "
         "(Sun et al. 2024, arXiv 2403.10444, Algorithm 2)"
     )
 
-    def __init__(self, priority: str = "ratio", weighting: str = "bv") -> None:
+    def __init__(
+        self, priority: str | None = None, weighting: str = "bv", selection: str = "score", split: str = "orders"
+    ) -> None:
         super().__init__()
+        if priority is None:
+            priority = "lex" if selection == "score" else "ratio"
         if weighting not in WEIGHTINGS:
             raise ValueError(f"weighting must be one of {', '.join(WEIGHTINGS)}, got {weighting!r}")
         if priority not in PRIORITIES:
             raise ValueError(f"priority must be one of {', '.join(PRIORITIES)}, got {priority!r}")
-        self.priority, self.weighting = priority, weighting
+        if selection not in SELECTIONS:
+            raise ValueError(f"selection must be one of {', '.join(SELECTIONS)}, got {selection!r}")
+        if split not in SPLITS:
+            raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
+        if selection == "score" and split == "proportional" and priority == "lex":
+            raise ValueError("priority 'lex' is not defined for the proportional split (use split='rule' or 'orders')")
+        self.priority, self.weighting, self.selection, self.split = priority, weighting, selection, split
 
     def _rules(self, batch: VerifyInput, k: int, depth: int | None = None) -> list[PathNode]:
         return path_rules(batch, k, depth, self.priority, self.weighting)
 
+    def path_law_rows(self, batch: VerifyInput, k: int) -> list[tuple[Fraction, ...]]:
+        """r(.|x^t) along draft ``k`` for t = 0..L-1 (Fractions), under this verifier's selection."""
+        if self.selection == "walk":
+            return [node.d for node in self._rules(batch, k)]
+        nodes, _ = score_tree(batch, self.priority, self.weighting, self.split)
+        x = batch.draft(k)
+        return [nodes[x[:t]].d for t in range(batch.L)]
+
     def selected_draft_probability(self, batch: VerifyInput) -> Fraction:
-        r"""P(the walk selects x) over K i.i.d. drafts, ``batch`` = K copies of x: :math:`\prod_t r(x_t|x^{t-1})`."""
+        r"""P(x is selected) over K i.i.d. drafts, ``batch`` = K copies of x: :math:`\prod_t r(x_t|x^{t-1})`."""
         x = batch.draft(0)
-        return math.prod((node.d[y] for node, y in zip(self._rules(batch, 0), x, strict=True)), start=Fraction(1))
+        rows = self.path_law_rows(batch, 0)
+        return math.prod((row[y] for row, y in zip(rows, x, strict=True)), start=Fraction(1))
 
     def run(self, batch: VerifyInput, prep: Any, chooser: Chooser) -> Emission:
-        """Select the path node by node, then block verification with draft law r."""
+        """Select a draft (largest score, or the walk), then block verification with draft law r."""
         conv = (lambda v: v) if batch.exact else float
+        if self.selection == "score":
+            nodes, leaves = score_tree(batch, self.priority, self.weighting, self.split)
+            wins = win_probabilities(leaves)
+            k = chooser.categorical([conv(w) for w in wins]) if batch.K > 1 else 0
+            x = batch.draft(k)
+            d_rows = [nodes[x[:t]].d for t in range(batch.L)]
+        else:
 
-        def pick(t: int, node: PathNode, tokens: list[int]) -> int:
-            sel = selection_probabilities(node.orders, tokens)
-            cands = sorted(sel)
-            return cands[chooser.categorical([conv(sel[v]) for v in cands])] if len(cands) > 1 else cands[0]
+            def pick(t: int, node: PathNode, tokens: list[int]) -> int:
+                sel = selection_probabilities(node.orders, tokens)
+                cands = sorted(sel)
+                return cands[chooser.categorical([conv(sel[v]) for v in cands])] if len(cands) > 1 else cands[0]
 
-        nodes, k = _walk(batch, pick, self.priority, self.weighting)
-        x = batch.draft(k)
+            walked, k = _walk(batch, pick, self.priority, self.weighting)
+            x = batch.draft(k)
+            d_rows = [node.d for node in walked]
         dtype = object if batch.exact else np.float64
-        rows = [np.array([conv(v) for v in node.d], dtype=dtype) for node in nodes]
+        rows = [np.array([conv(v) for v in row], dtype=dtype) for row in d_rows]
         tau, law = block_verify(
             chooser, x, batch.target_probs[k, : batch.L], rows, batch.target_probs[k, batch.L], batch.exact
         )
         return Emission(x[:tau], law)
 
 
-__all__ = ["WEIGHTINGS", "NearOptBlockVerifier", "PathNode", "child_counts", "path_rules"]
+__all__ = [
+    "SELECTIONS",
+    "SPLITS",
+    "WEIGHTINGS",
+    "NearOptBlockVerifier",
+    "PathNode",
+    "ScoreNode",
+    "child_counts",
+    "child_law",
+    "path_rules",
+    "score_tree",
+]

@@ -7,7 +7,8 @@ Exact rationals throughout. The issue-18 properties checked here on seeded insta
   max sum min(t, d) by brute force over every subset, its d is a base of the count-law
   polymatroid, and its priority-order mixture reproduces d exactly;
 * validity defect exactly 0, the structured path equal to the enumeration of every draft tuple
-  (so the walk that ``run`` samples has the law r that BV is told);
+  (so the draft that ``run`` selects, by the largest score, has the law r that BV is told);
+* the walk (``selection="walk"``, the first version) on the default instance;
 * K = 1 has BV's law; L = 1 attains the closed-form OPT(K) exactly;
 * E[tau] is non-decreasing in K and never below mdbv, gbv_multipath, optimal_multidraft and
   traversal on the instances tried.
@@ -127,17 +128,24 @@ def test_l1_is_the_optimum():
 
 
 def test_default_instance_values():
-    # E[tau] exactly, K = 1..4 (K = 1: BV's 113/72); cross-checked by the tuple path above
-    expected = {1: F(113, 72), 2: F(139, 72), 3: F(319, 162), 4: F(20639, 10368)}
+    # E[tau] exactly, K = 1..4 (K = 1: BV's 113/72; K >= 3: L = 2, every token accepted);
+    # cross-checked by the tuple path above. The walk (first version) gives 139/72, 319/162, 20639/10368.
+    expected = {1: F(113, 72), 2: F(881, 448), 3: F(2), 4: F(2)}
+    walk = {1: F(113, 72), 2: F(139, 72), 3: F(319, 162), 4: F(20639, 10368)}
     inst = default_instance()
     for k, value in expected.items():
         r = simulate_exact(inst, "near_opt_bv", k)
         assert (r.expected_accepted, r.validity_defect) == (value, 0), k
+        w = simulate_exact(inst, NearOptBlockVerifier(selection="walk"), k)
+        assert (w.expected_accepted, w.validity_defect) == (walk[k], 0), k
 
 
 @pytest.mark.parametrize("family", [(2, 2, 0.0), (3, 2, 0.3), (2, 3, 0.0)])
 def test_monotone_in_k_and_never_below_the_field(family):
+    # holds on these 24 instances (not everywhere: 8 of the battery's 660 cases are below the
+    # list, docs/near_opt_bv.md); the walk holds here too, the proportional split does not (4 cases)
     n, L, zp = family
+    below = set()
     for seed in range(8):
         inst = random_instance(n, L, seed, zero_prob=zp)
         prev = F(0)
@@ -147,7 +155,9 @@ def test_monotone_in_k_and_never_below_the_field(family):
             prev = value
             if k >= 2:
                 for other in ISSUE_LIST:
-                    assert value >= simulate_exact(inst, other, k).expected_accepted, (n, L, seed, k, other)
+                    if value < simulate_exact(inst, other, k).expected_accepted:
+                        below.add((n, L, zp, seed, k, other))
+    assert below == set()
 
 
 def test_float_inputs_follow_the_exact_rule():

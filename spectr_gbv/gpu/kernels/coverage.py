@@ -31,6 +31,12 @@ m = 1 gives d = q and one order (id order). G and the vertices are evaluated ter
 :math:`\sum_m \pi(m) (\ldots)^m` with ``expm1``/``log1p`` (a point mass evaluates exactly as
 before the generalisation).
 
+Other concave functions. Every step reads G only through a :class:`NodeLaw` (``g``, its
+complement ``tail``, the vertex entries), so the same rules run on the score-law functions of
+:mod:`spectr_gbv.gpu.kernels.score_laws`; :func:`split_node_rule` adds the two score-law node
+rules of ``near_opt_bv`` (the lexicographically optimal base, and the optimal law with the
+largest proportional share), each with its priority-order mixture.
+
 Losslessness in floating point. The rule's ``d`` is the law the mixture actually realises,
 :math:`\sum_i w_i v_{\sigma_i}`, not the base built in step 2, so a kernel using it stays
 lossless where the float peel does not close (counted in ``peel_fallbacks``: the remaining
@@ -50,10 +56,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 
 from spectr_gbv.gpu.kernels.common import count, first_true
+from spectr_gbv.gpu.kernels.lex_base import lexicographic_base
 
 #: Relative tolerance (floor 1 on the scale) under which two consecutive sorted ratios are an
 #: exact tie of the reference, broken by token id (``"ratio"`` priority, priority orders of the peel).
@@ -64,6 +72,10 @@ VERTEX_ATOL: float = 1e-10
 DINKELBACH_ATOL: float = 1e-12
 #: ``priority`` values of :func:`mixture_node_rule` (as :data:`spectr_gbv.reference.coverage.PRIORITIES`).
 PRIORITIES: tuple[str, ...] = ("id", "ratio")
+#: ``split`` values of :func:`split_node_rule` (as :data:`spectr_gbv.reference.near_opt_bv.SPLITS`, less ``"rule"``).
+SPLITS: tuple[str, ...] = ("orders", "proportional")
+#: :func:`split_node_rule`: a proportional share above ``1 - SHARE_ATOL`` is 1 (d = q).
+SHARE_ATOL: float = 1e-12
 #: Largest number of float64 entries of one [rows, prefixes, n] block of step 1 (``"id"``).
 _BLOCK: int = 1 << 22
 
@@ -117,10 +129,78 @@ class CountLaw:
         for j in range(self.exponents.shape[1]):
             yield self.exponents[:, j].view(shape), self.weights[:, j].view(shape)
 
+    def tail(self, s: torch.Tensor) -> torch.Tensor:
+        r""":math:`1 - G(1 - s) = \sum_m \pi(m) s^m` (``s`` [N, ...] in [0, 1])."""
+        out = torch.zeros_like(s)
+        for j, (m, w) in enumerate(self.terms(s)):
+            term = w * torch.pow(s, m)
+            out = term if j == 0 else out + term
+        return out
 
-def count_law(counts: torch.Tensor | CountLaw) -> CountLaw:
-    """A :class:`CountLaw` from int [N] point masses, float [N, M] probabilities or a CountLaw."""
-    if isinstance(counts, CountLaw):
+    def g(self, x: torch.Tensor) -> torch.Tensor:
+        r"""Coverage :math:`G(x) = 1 - \sum_m \pi(m) (1 - x)^m` (``1 - x`` clamped to [0, 1]; [N, ...])."""
+        return 1.0 - self.tail((1.0 - x).clamp(0.0, 1.0))
+
+    def g_direct(self, x: torch.Tensor) -> torch.Tensor:
+        r""":math:`G(x) = -\sum_m \pi(m) \operatorname{expm1}(m \log(1 - x))`, accurate for small x ([N, ...])."""
+        lg = torch.log1p(-x.clamp(0.0, 1.0))
+        fx = torch.zeros_like(x)
+        for j, (m, w) in enumerate(self.terms(x)):
+            term = w * -torch.expm1(m * lg)
+            fx = term if j == 0 else fx + term
+        return fx
+
+    def vertex(self, qs: torch.Tensor, rest: torch.Tensor) -> torch.Tensor:
+        r""":math:`G(1 - R + q) - G(1 - R) = \sum_m \pi(m) [R^m - (R - q)^m]` ([N, n]; R >= q the mass of y and after).
+
+        :math:`R^m - (R - q)^m = -R^m \operatorname{expm1}(m \log(1 - q/R))`, so the tail of an
+        order (tiny R, tiny q) keeps its relative precision.
+        """
+        frac = torch.where(rest > 0, qs / torch.where(rest > 0, rest, 1.0), 0.0).clamp(0.0, 1.0)
+        lg = torch.log1p(-frac)
+        vs = torch.zeros_like(qs)
+        for j, (m, w) in enumerate(self.terms(qs)):
+            term = w * (-torch.pow(rest, m) * torch.expm1(m * lg))
+            vs = term if j == 0 else vs + term
+        return torch.where(rest > 0, vs, 0.0)
+
+
+class NodeLaw(Protocol):
+    r"""What the node rules need of a node's concave function G (N nodes): :class:`CountLaw` or a score law.
+
+    G is concave increasing on [0, 1] with G(0) = 0 and G(1) = 1; the polymatroid of a node is
+    :math:`X \mapsto G(q(X))`. Every method maps float64 [N, ...] to the same shape.
+    """
+
+    def __getitem__(self, rows: torch.Tensor) -> NodeLaw:
+        """The laws of the nodes ``rows`` (int64 or bool index)."""
+        ...
+
+    @property
+    def multi(self) -> torch.Tensor:
+        """bool [N]: G is not the identity (else d = q)."""
+        ...
+
+    def g(self, x: torch.Tensor) -> torch.Tensor:
+        """G(x)."""
+        ...
+
+    def g_direct(self, x: torch.Tensor) -> torch.Tensor:
+        """G(x), accurate relative to its value for x <= 1/2."""
+        ...
+
+    def tail(self, s: torch.Tensor) -> torch.Tensor:
+        """1 - G(1 - s), accurate relative to its value."""
+        ...
+
+    def vertex(self, qs: torch.Tensor, rest: torch.Tensor) -> torch.Tensor:
+        """G(1 - rest + qs) - G(1 - rest) (a priority order's vertex entry; [N, n])."""
+        ...
+
+
+def count_law(counts: torch.Tensor | NodeLaw) -> NodeLaw:
+    """A :class:`CountLaw` from int [N] point masses or float [N, M] probabilities; a :class:`NodeLaw` as given."""
+    if not isinstance(counts, torch.Tensor):
         return counts
     if counts.dim() == 1:
         return CountLaw.point_mass(counts)
@@ -130,18 +210,9 @@ def count_law(counts: torch.Tensor | CountLaw) -> CountLaw:
 
 
 # ---------------------------------------------------------------------------- set functions
-def _power_sum(s: torch.Tensor, law: CountLaw) -> torch.Tensor:
-    r""":math:`\sum_m \pi(m) s^m` (``s`` [N, ...] in [0, 1])."""
-    out = torch.zeros_like(s)
-    for j, (m, w) in enumerate(law.terms(s)):
-        term = w * torch.pow(s, m)
-        out = term if j == 0 else out + term
-    return out
-
-
-def _g(x: torch.Tensor, law: CountLaw) -> torch.Tensor:
-    r"""Coverage :math:`G(x) = 1 - \sum_m \pi(m) (1 - x)^m` (``1 - x`` clamped to [0, 1])."""
-    return 1.0 - _power_sum((1.0 - x).clamp(0.0, 1.0), law)
+def _g(x: torch.Tensor, law: NodeLaw) -> torch.Tensor:
+    """G(x) of each node's law (``x`` [N, ...])."""
+    return law.g(x)
 
 
 def _ratio_key(w: torch.Tensor, q: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
@@ -184,7 +255,7 @@ def _prefix_min(
     q: torch.Tensor,
     valid: torch.Tensor,
     scale: torch.Tensor,
-    law: CountLaw,
+    law: NodeLaw,
     base: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     r"""``min`` over X of ``scale G(base + q(X)) - weights(X)``, X within ``valid``; threshold sets.
@@ -218,7 +289,7 @@ def _prefix_min(
 
 # ---------------------------------------------------------------------------- steps 1-2
 def _acceptance_vector(
-    t: torch.Tensor, q: torch.Tensor, valid: torch.Tensor, law: CountLaw
+    t: torch.Tensor, q: torch.Tensor, valid: torch.Tensor, law: NodeLaw
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Greedy vertex a* of the truncated polymatroid f' (step 1), support in position order.
 
@@ -253,35 +324,36 @@ def _acceptance_vector(
 
 
 def _raise_to_base(
-    d: torch.Tensor, q: torch.Tensor, valid: torch.Tensor, law: CountLaw, saturated: torch.Tensor | None = None
+    d: torch.Tensor, q: torch.Tensor, valid: torch.Tensor, law: NodeLaw, saturated: torch.Tensor | None = None
 ) -> torch.Tensor:
     """Raise each coordinate (position order) to ``min_{Y not containing y} G(q(y) + q(Y)) - d(Y)`` (step 2).
 
     A coordinate inside a known tight set (``saturated`` [N, n], then the minimisers of the
     raises: each is tight once raised, tight sets stay tight and their union is tight) has slack
-    0 exactly and is skipped.
+    0 exactly and is skipped. Each pass raises, in every row that still has one, its first
+    position not yet saturated (the reference's position order, skipping slack-0 tokens), so the
+    passes number the largest count of raised tokens of a row, not n.
     """
     N, n = q.shape
     d = d.clone()
-    sat = torch.zeros_like(valid) if saturated is None else saturated.clone()
-    pending = (valid & ~sat).any(0).nonzero().squeeze(-1).tolist()
+    sat = (torch.zeros_like(valid) if saturated is None else saturated.clone()) | ~valid
     ones = torch.ones(N, 1, dtype=torch.float64, device=q.device)
     rank = torch.arange(n, device=q.device)
-    for i in pending:
-        rows = (valid[:, i] & ~sat[:, i]).nonzero().squeeze(-1)
+    for _ in range(n):
+        rows = (~sat).any(-1).nonzero().squeeze(-1)
         if rows.numel() == 0:
-            continue
-        others = valid[rows]
-        others[:, i] = False
-        value, length, order = _prefix_min(d[rows], q[rows], others, ones[rows], law[rows], q[rows, i : i + 1])
+            break
+        i = first_true(~sat[rows])
+        others = valid[rows].scatter(1, i.unsqueeze(-1), False)
+        base = q[rows].gather(1, i.unsqueeze(-1))
+        value, length, order = _prefix_min(d[rows], q[rows], others, ones[rows], law[rows], base)
         d[rows, i] = value
         inside = torch.zeros_like(others).scatter_(1, order, rank.unsqueeze(0) < length.unsqueeze(-1))
-        inside[:, i] = True
-        sat[rows] |= inside
+        sat[rows] |= inside.scatter(1, i.unsqueeze(-1), True)
     return d
 
 
-def _ratio_base(t: torch.Tensor, q: torch.Tensor, valid: torch.Tensor, law: CountLaw) -> torch.Tensor:
+def _ratio_base(t: torch.Tensor, q: torch.Tensor, valid: torch.Tensor, law: NodeLaw) -> torch.Tensor:
     r"""Steps 1-2 at once when the positions are sorted by t/q descending (``"ratio"`` priority).
 
     With :math:`F_j = G(Q_j) - T_j` over the position prefixes, step 1 gives
@@ -313,21 +385,11 @@ def _ratio_base(t: torch.Tensor, q: torch.Tensor, valid: torch.Tensor, law: Coun
 
 
 # ---------------------------------------------------------------------------- step 3
-def _order_vertex(q: torch.Tensor, order: torch.Tensor, valid: torch.Tensor, law: CountLaw) -> torch.Tensor:
-    r"""Vertex :math:`v(y) = \sum_m \pi(m) [R^m - (R - q(y))^m]` of each order, R = q of y and the tokens after it.
-
-    R is a suffix sum and :math:`R^m - (R - q)^m = -R^m \operatorname{expm1}(m \log(1 - q/R))`,
-    so the tail of an order (tiny R, tiny q) keeps its relative precision.
-    """
+def _order_vertex(q: torch.Tensor, order: torch.Tensor, valid: torch.Tensor, law: NodeLaw) -> torch.Tensor:
+    r"""Vertex :math:`v(y) = G(1 - R + q(y)) - G(1 - R)` of each order, R = q of y and the tokens after it."""
     qs = torch.where(valid.gather(1, order), q.gather(1, order), 0.0)
     rest = torch.flip(torch.cumsum(torch.flip(qs, [-1]), -1), [-1])
-    frac = torch.where(rest > 0, qs / torch.where(rest > 0, rest, 1.0), 0.0).clamp(0.0, 1.0)
-    lg = torch.log1p(-frac)
-    vs = torch.zeros_like(qs)
-    for j, (m, w) in enumerate(law.terms(qs)):
-        term = w * (-torch.pow(rest, m) * torch.expm1(m * lg))
-        vs = term if j == 0 else vs + term
-    return torch.zeros_like(q).scatter(1, order, torch.where(rest > 0, vs, 0.0))
+    return torch.zeros_like(q).scatter(1, order, law.vertex(qs, rest))
 
 
 def _gaps(
@@ -337,28 +399,24 @@ def _gaps(
     rest: torch.Tensor,
     cur_out: torch.Tensor,
     v_out: torch.Tensor,
-    law: CountLaw,
+    law: NodeLaw,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     r"""``N = f(X) - cur(X)`` and ``D = f(X) - v(X)`` from sums over X and over its complement.
 
-    Direct when :math:`q(X) \le 1/2` (:math:`f = -\sum_m \pi(m) \operatorname{expm1}(m \log(1 - q(X)))`),
-    else through the complement S (``cur`` and ``v`` are bases: :math:`N = cur(S) - \sum_m \pi(m) q(S)^m`,
-    :math:`D = v(S) - \sum_m \pi(m) q(S)^m`), so small gaps are not lost to cancellation.
+    Direct when :math:`q(X) \le 1/2` (``law.g_direct``), else through the complement S (``cur``
+    and ``v`` are bases: :math:`N = cur(S) - (1 - G(1 - q(S)))`, :math:`D = v(S) - (1 - G(1 - q(S)))`,
+    ``law.tail``), so small gaps are not lost to cancellation.
     """
     direct = mass <= 0.5
-    lg = torch.log1p(-mass.clamp(0.0, 1.0))
-    fx = torch.zeros_like(mass)
-    for j, (m, w) in enumerate(law.terms(mass)):
-        term = w * -torch.expm1(m * lg)
-        fx = term if j == 0 else fx + term
-    tail = _power_sum(rest.clamp_min(0.0), law)
+    fx = law.g_direct(mass)
+    tail = law.tail(rest.clamp_min(0.0))
     n = torch.where(direct, fx - cur_in, cur_out - tail)
     d = torch.where(direct, fx - v_in, v_out - tail)
     return n, d
 
 
 def _set_ratio(
-    mask: torch.Tensor, cur: torch.Tensor, v: torch.Tensor, q: torch.Tensor, valid: torch.Tensor, law: CountLaw
+    mask: torch.Tensor, cur: torch.Tensor, v: torch.Tensor, q: torch.Tensor, valid: torch.Tensor, law: NodeLaw
 ) -> torch.Tensor:
     """``(f - cur)(X) / (f - v)(X)`` for the sets ``mask`` (bool [N, n]); ``nan`` where ``(f - v)(X) <= 0``."""
     out = (valid & ~mask).to(q.dtype)
@@ -376,7 +434,7 @@ def _set_ratio(
 
 
 def _peel_weight(
-    cur: torch.Tensor, v: torch.Tensor, q: torch.Tensor, valid: torch.Tensor, law: CountLaw, atol: torch.Tensor
+    cur: torch.Tensor, v: torch.Tensor, q: torch.Tensor, valid: torch.Tensor, law: NodeLaw, atol: torch.Tensor
 ) -> torch.Tensor:
     r"""Largest :math:`\lambda` with :math:`(cur - \lambda v)/(1 - \lambda)` a base (Dinkelbach).
 
@@ -446,7 +504,7 @@ def _decompose(
     d: torch.Tensor,
     q: torch.Tensor,
     valid: torch.Tensor,
-    law: CountLaw,
+    law: NodeLaw,
     ids: torch.Tensor,
     drafted: torch.Tensor | None,
     marked: torch.Tensor | None,
@@ -663,13 +721,218 @@ def mixture_node_rule(
     return NodeRule(d, weights, top, orders, fallbacks, after)
 
 
+# ---------------------------------------------------------------------------- proportional rule
+def _ratio_acceptance(t: torch.Tensor, q: torch.Tensor, valid: torch.Tensor, law: NodeLaw) -> torch.Tensor:
+    """Step 1 alone for positions sorted by t/q descending: a* from the running minimum of F (:func:`_ratio_base`)."""
+    qs, ts = torch.where(valid, q, 0.0), torch.where(valid, t, 0.0)
+    tsum = torch.cumsum(ts, -1)
+    full = torch.where(valid, _g(torch.cumsum(qs, -1), law) - tsum, torch.inf)
+    trunc = tsum + torch.cummin(full, -1).values.clamp_max(0.0)
+    a = trunc - torch.cat([torch.zeros_like(trunc[:, :1]), trunc[:, :-1]], -1)
+    return torch.where(valid, a, 0.0)
+
+
+def _max_share(
+    a: torch.Tensor, q: torch.Tensor, valid: torch.Tensor, law: NodeLaw
+) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""Largest :math:`\lambda \in [0, 1]` with :math:`(a - \lambda q)^+/(1 - \lambda)` in the polymatroid; a tight set.
+
+    The minimisers of :math:`(1 - \lambda) G(q(X)) - (a - \lambda q)(X)` are prefixes of the
+    a/q order whatever :math:`\lambda` (the weights' ratios are :math:`a/q - \lambda`), so the
+    reference's Dinkelbach iterations end at the closed form
+    :math:`\lambda = \min(1, \min_j [G(Q_j) - A_j]/[G(Q_j) - Q_j])` over the prefixes j with
+    :math:`G(Q_j) > Q_j` (Q, A prefix sums of q and a; through the complement past q-mass 1/2).
+    Values above ``1 -`` :data:`SHARE_ATOL` are 1. The minimising prefix is tight for
+    :math:`(a - \lambda q)^+/(1 - \lambda)` (returned as bool [N, n], empty where
+    :math:`\lambda = 1`).
+
+    Returns
+    -------
+    lam : Tensor, float64 [N]
+    tight : Tensor, bool [N, n]
+    """
+    N, n = q.shape
+    order = torch.sort(_ratio_key(a, q, valid), dim=-1, descending=True, stable=True).indices
+    vs = valid.gather(1, order)
+    qs = torch.where(vs, q.gather(1, order), 0.0)
+    avs = torch.where(vs, a.gather(1, order), 0.0)
+
+    def suffix(x: torch.Tensor) -> torch.Tensor:  # sum strictly after each position
+        return torch.flip(torch.cumsum(torch.flip(x, [-1]), -1), [-1]) - x
+
+    mass, asum, rest, arest = torch.cumsum(qs, -1), torch.cumsum(avs, -1), suffix(qs), suffix(avs)
+    direct = mass <= 0.5
+    gx, tail = law.g_direct(mass), law.tail(rest.clamp_min(0.0))
+    den = torch.where(direct, gx - mass, rest - tail)
+    num = torch.where(direct, gx - asum, (1.0 - asum[:, -1:]) + arest - tail)
+    ok = vs & (den > 0)
+    ratio = torch.where(ok, num / torch.where(ok, den, 1.0), torch.inf)
+    best, j = torch.min(ratio, -1)
+    lam = best.clamp(0.0, 1.0)
+    lam = torch.where(lam >= 1.0 - SHARE_ATOL, 1.0, lam)
+    rank = torch.arange(n, device=q.device)
+    inside = (rank.unsqueeze(0) <= j.unsqueeze(-1)) & (lam < 1).unsqueeze(-1)
+    return lam, torch.zeros_like(valid).scatter(1, order, inside) & valid
+
+
+@dataclass(frozen=True)
+class SplitRule:
+    r"""The rule of :func:`split_node_rule` at N nodes: :math:`d = \lambda q + (1 - \lambda) b`.
+
+    Attributes
+    ----------
+    d : Tensor, float64 [N, V]
+        The realised law :math:`\lambda q + (1 - \lambda) \sum_i w_i v_{\sigma_i}` (0 outside
+        the support of q).
+    share : Tensor, float64 [N]
+        :math:`\lambda` in [0, 1] (1: d = q, no orders; 0 with the ``"orders"`` split).
+    weights : Tensor, float64 [N, P]
+        Weights of b's priority orders (each row sums to 1 where ``share < 1``, else 0; unused
+        columns 0; P = max support size + 1).
+    orders : Tensor, int64 [N, P, n] or None
+        With ``keep_orders``: each order as token ids of the support (padded with -1).
+    peel_fallbacks : Tensor, int64 0-d
+        As :class:`NodeRule`.
+    after : Tensor, float64 [N, P, M] or None
+        With ``marked`` tokens [N, M]: the q-mass of the tokens after each marked token in each
+        order (0 in unused columns).
+    """
+
+    d: torch.Tensor
+    share: torch.Tensor
+    weights: torch.Tensor
+    orders: torch.Tensor | None
+    peel_fallbacks: torch.Tensor
+    after: torch.Tensor | None = None
+
+
+def split_node_rule(
+    t: torch.Tensor,
+    q: torch.Tensor,
+    counts: torch.Tensor | NodeLaw,
+    *,
+    split: str = "orders",
+    marked: torch.Tensor | None = None,
+    keep_orders: bool = False,
+) -> SplitRule:
+    r"""An optimal selection law as :math:`\lambda q + (1 - \lambda) b`, b a priority-order mixture; N nodes at once.
+
+    The two score-law splits of :func:`spectr_gbv.reference.near_opt_bv.score_tree` (``split``):
+
+    * ``"orders"`` (with the reference's ``"lex"`` priority): d = the lexicographically optimal
+      base w.r.t. t (:func:`spectr_gbv.reference.coverage.lexicographic_base`;
+      :func:`~spectr_gbv.gpu.kernels.lex_base.lexicographic_base`), :math:`\lambda = 0`, b = d
+      peeled into priority orders;
+    * ``"proportional"`` (``"ratio"`` priority; :func:`spectr_gbv.reference.coverage.proportional_rule`):
+      a*, the acceptance vector of step 1 (support by t/q descending, ties by id as
+      :func:`mixture_node_rule`); :math:`\lambda`, the largest share with
+      :math:`(a^* - \lambda q)^+/(1 - \lambda)` in the polymatroid (``_max_share``); where
+      :math:`\lambda < 1`, b = that vector raised to a base (step 2, same order) and peeled.
+
+    Parameters
+    ----------
+    t : Tensor, float [N, V]
+        Nonnegative targets, totals <= 1.
+    q : Tensor, float [N, V]
+        Draft laws (rows sum to 1).
+    counts : Tensor or NodeLaw
+        The node's concave function: as :func:`mixture_node_rule`'s ``counts``, or any
+        :class:`NodeLaw` (e.g. :class:`spectr_gbv.gpu.kernels.score_laws.ScoreLaws`).
+    marked : Tensor, int64 [N, M], optional
+        Tokens (inside the support of q) whose q-mass after them in every order is returned.
+    split : str
+        ``"orders"`` (default) or ``"proportional"`` (:data:`SPLITS`).
+    keep_orders : bool
+        Also return the orders.
+
+    Returns
+    -------
+    SplitRule
+
+    Raises
+    ------
+    ValueError
+        ``split`` not in :data:`SPLITS`, a marked token outside the support of q, or ``counts``
+        of another shape.
+
+    References
+    ----------
+    :func:`spectr_gbv.reference.coverage.lexicographic_base` and
+    :func:`~spectr_gbv.reference.coverage.proportional_rule` (the exact rules this matches);
+    Fujishige, "Lexicographically optimal base of a polymatroid with respect to a weight
+    vector", Math. Oper. Res. 5 (1980).
+    """
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
+    law = count_law(counts)
+    t, q = t.to(torch.float64), q.to(torch.float64)
+    N, V = q.shape
+    dev = q.device
+    support = q > 0
+    n = max(1, int(support.sum(-1).max())) if N else 1
+    ids = _tie_order(_ratio_key(t, q, support), support)[:, :n]
+    valid = support.gather(1, ids)
+    qc = torch.where(valid, q.gather(1, ids), 0.0)
+    tc = torch.where(valid, t.gather(1, ids), 0.0)
+    dc = qc.clone()
+    share = torch.ones(N, dtype=torch.float64, device=dev)
+    weights = torch.zeros(N, n + 1, dtype=torch.float64, device=dev)
+    orders = torch.full((N, n + 1, n), -1, dtype=torch.int64, device=dev) if keep_orders else None
+    mc = after = None
+    if marked is not None:
+        where = torch.full((N, V), -1, dtype=torch.int64, device=dev)
+        where.scatter_(1, ids, torch.arange(n, device=dev).expand(N, n))
+        mc = where.gather(1, marked)
+        if bool((mc < 0).any()) or not bool(valid.gather(1, mc.clamp_min(0)).all()):
+            raise ValueError("marked: every marked token must lie in the support of q")
+        after = torch.zeros(N, n + 1, marked.shape[1], dtype=torch.float64, device=dev)
+    fallbacks = torch.zeros((), dtype=torch.int64, device=dev)
+    multi = law.multi.nonzero().squeeze(-1)
+    if multi.numel():
+        qm, vm, lm = qc[multi], valid[multi], law[multi]
+        if split == "orders":
+            lam = torch.zeros(multi.numel(), dtype=torch.float64, device=dev)
+            part = torch.arange(multi.numel(), device=dev)
+        else:
+            a = _ratio_acceptance(tc[multi], qm, vm, lm)
+            lam, tight = _max_share(a, qm, vm, lm)
+            part = (lam < 1).nonzero().squeeze(-1)
+        share[multi] = lam
+        if part.numel():
+            rows = multi[part]
+            qp, vp, lp = qm[part], vm[part], lm[part]
+            lam_p = lam[part].unsqueeze(-1)
+            if split == "orders":
+                b = lexicographic_base(tc[rows], qp, vp, lambda x, lp=lp: _g(x, lp))
+            else:
+                c = torch.where(vp, (a[part] - lam_p * qp).clamp_min(0.0) / (1.0 - lam_p), 0.0)
+                b = _raise_to_base(c, qp, vp, lp, tight[part])
+            peeled = _decompose(b, qp, vp, lp, ids[rows], None, None if mc is None else mc[rows], keep_orders)
+            dc[rows] = lam_p * qp + (1.0 - lam_p) * peeled.mixed
+            weights[rows] = peeled.weights
+            fallbacks = peeled.fallbacks
+            if orders is not None and peeled.orders is not None:
+                orders[rows] = peeled.orders
+            if after is not None and peeled.after is not None:
+                after[rows] = peeled.after
+    d = torch.zeros(N, V, dtype=torch.float64, device=dev).scatter_add(1, ids, torch.where(valid, dc, 0.0))
+    if orders is not None:
+        orders = torch.where(orders >= 0, ids.unsqueeze(1).expand(N, n + 1, n).gather(2, orders.clamp_min(0)), -1)
+    return SplitRule(d, share, weights, orders, fallbacks, after)
+
+
 __all__ = [
     "DINKELBACH_ATOL",
     "PRIORITIES",
+    "SHARE_ATOL",
+    "SPLITS",
     "TIE_RTOL",
     "VERTEX_ATOL",
     "CountLaw",
+    "NodeLaw",
     "NodeRule",
+    "SplitRule",
     "count_law",
     "mixture_node_rule",
+    "split_node_rule",
 ]

@@ -1,9 +1,39 @@
-r"""``near_opt_bv`` kernel: select one draft path with BV-weighted optimal node rules, then block-verify it.
+r"""``near_opt_bv`` kernel: select one draft by the largest of independent scores, then block-verify it.
 
 The batched float64 counterpart of :class:`spectr_gbv.reference.NearOptBlockVerifier` (read
-:mod:`spectr_gbv.reference.near_opt_bv` for the construction and its proof). Per batch row,
-walk down the trie of the K drafts for t = 0..L-1, at the node u of the path so far (rows read
-from the lowest-index draft through it, p and q renormalised in float64):
+:mod:`spectr_gbv.reference.near_opt_bv` for the construction and its proof).
+
+**Score selection** (``selection="score"``, the registered verifier; :func:`score_selection`).
+Per batch row, over the trie of the K drafts (a node's rows read from the lowest-index draft
+through it, p and q renormalised in float64), top-down by depth with every row's nodes of one
+depth in one batch:
+
+* the root's score law H is uniform on [0, 1] and its BV weight w = 1;
+* at a drafted prefix u with law H and weight w, the node rule is
+  :func:`~spectr_gbv.gpu.kernels.coverage.split_node_rule` for the target :math:`w\, p(.|u)`,
+  the draft law q(.|u) and the polymatroid :math:`X \mapsto g_H(q(X))`
+  (:class:`~spectr_gbv.gpu.kernels.score_laws.ScoreLaws`): with the default ``split="orders"``
+  the lexicographically optimal base (the reference default, ``priority="lex"``), with
+  ``"proportional"`` the optimal law with the largest proportional share
+  :math:`d = \lambda q + (1 - \lambda) b`; b as a mixture of priority orders
+  :math:`(\mu_i, \sigma_i)`;
+* a drafted child v gets :math:`q(v) G_{uv} = \lambda q(v) H + (1 - \lambda) \sum_i \mu_i
+  H|_{[Q_i(<v), Q_i(<v) + q(v))}` (top quantiles; :func:`~spectr_gbv.gpu.kernels.score_laws.split_laws`)
+  and the weight :math:`w_{uv} = \min\{1, w\, p(v|u)/d(v)\}`;
+* each draft's leaf law :math:`G_x` gives its win probability
+  :math:`\int \prod_{j \ne k} F_j\, dG_k` (:func:`~spectr_gbv.gpu.kernels.score_laws.win_probabilities`,
+  exact per elementary segment in float64); one uniform per row draws the draft.
+
+Then block verification (Sun et al. 2024, Algorithm 2; :mod:`spectr_gbv.gpu.kernels.block`)
+of the selected draft against p with draft rows :math:`d_0..d_{L-1}` at its prefixes.
+Losslessness under rounding: a row d is the law the float rule realises
+(:math:`\lambda q + (1 - \lambda) \sum_i \mu_i v_{\sigma_i}`, the vertices computed as slice
+moments of H), and at the drafted children, the ones the selection can reach, the entry is
+:math:`q(v) E_{G_{uv}}[S^{K-1}] / E_H[S^{K-1}]` from the float child law itself, the law with
+which the selection picks v.
+
+**Walk** (``selection="walk"``, the first version; :func:`select_path`). Walk down the trie for
+t = 0..L-1, at the node u of the path so far:
 
 * :math:`\pi_t`: the law of the number of drafts through u given that the walk selects it
   (float64 [B, K], ``pi[:, m - 1]``; :math:`\pi_0 = \delta_K`);
@@ -18,15 +48,15 @@ from the lowest-index draft through it, p and q renormalised in float64):
   q(y)^{m'} R_i^{m - m'}`, :math:`R_i` the q-mass after y in order i (from the moments
   :math:`\sum_i \lambda_i R_i^j`, j < K).
 
-Then block verification (Sun et al. 2024, Algorithm 2; :mod:`spectr_gbv.gpu.kernels.block`)
-of the selected path against p with draft rows :math:`d_0..d_{L-1}`. The rows d are the laws
-the float mixtures realise (:class:`~spectr_gbv.gpu.kernels.coverage.NodeRule`), which is the
-law the path is selected with, so the kernel is lossless whatever the peel's rounding.
+The walk's rows d are the laws its float mixtures realise
+(:class:`~spectr_gbv.gpu.kernels.coverage.NodeRule`), so it is lossless whatever the peel's rounding.
 
-Complexity per depth: one node rule per row whose count law is not :math:`\delta_1`
-(module :mod:`spectr_gbv.gpu.kernels.coverage`: O(S n log n) for step 1, one sorted prefix
-minimum per raised token, P peels of 1 + D sorts, n = #supp(q) <= V, S <= K), plus
-O(B (P K + K^2 + V)); the block verification is O(B L V).
+Complexity per depth, n = #supp(q) <= V. Scores: one node rule per distinct prefix (at most
+B K): the lexicographic base by hull pruning (rounds of O(n log n)), P peels of 1 + D sorts
+(module :mod:`spectr_gbv.gpu.kernels.coverage`), each evaluation of g O(log P_H) per token for a
+law of P_H pieces (P_H grows by at most 2 per order per level); a child's split
+O((P_H + P) P); the win probabilities O(B K^3 S). The walk: one count-law node rule per row,
+plus O(B (P K + K^2 + V)). Block verification: O(B L V).
 """
 
 from __future__ import annotations
@@ -48,7 +78,8 @@ from spectr_gbv.gpu.kernels.common import (
     sample_categorical,
     take,
 )
-from spectr_gbv.gpu.kernels.coverage import mixture_node_rule
+from spectr_gbv.gpu.kernels.coverage import SPLITS, mixture_node_rule, split_node_rule
+from spectr_gbv.gpu.kernels.score_laws import ScoreLaws, split_laws, win_probabilities
 
 
 def child_count_law(pi: torch.Tensor, weights: torch.Tensor, after: torch.Tensor, q_y: torch.Tensor) -> torch.Tensor:
@@ -166,24 +197,145 @@ def select_path(inputs: KernelInputs, uniforms: UniformSource) -> SelectedPath:
     return SelectedPath(first_true(active), rows_d, peel_fallbacks)
 
 
-def verify_near_opt_bv(inputs: KernelInputs, uniforms: UniformSource) -> VerifyOutput:
-    r"""Near-optimal multi-draft block verification: BV-weighted path selection, then BV (module docstring).
+@dataclass(frozen=True)
+class ScoreSelection:
+    r"""The score rules at every drafted prefix of each batch row, and the drafts' win probabilities.
+
+    Attributes
+    ----------
+    win : Tensor, float64 [B, K]
+        P(draft k has the largest score) (rows sum to 1 within rounding; duplicate drafts share).
+    node_rows : list of Tensor, float64 [N_t, V]
+        Per depth t = 0..L-1: r(.|u) at the N_t distinct prefixes u of length t (batch-major,
+        then by lowest draft index), with the drafted children's entries from their float
+        child laws' moments.
+    node_of : Tensor, int64 [B, K, L]
+        ``node_of[b, k, t]``: the row of ``node_rows[t]`` of draft k's prefix of length t.
+    first : Tensor, int64 [B, K]
+        The lowest-index draft equal to draft k.
+    shares : list of Tensor, float64 [N_t]
+        The proportional share :math:`\lambda` of each node rule.
+    peel_fallbacks : Tensor, int64 0-d
+        Summed over the node rules (:class:`~spectr_gbv.gpu.kernels.coverage.SplitRule`).
+    """
+
+    win: torch.Tensor
+    node_rows: list[torch.Tensor]
+    node_of: torch.Tensor
+    first: torch.Tensor
+    shares: list[torch.Tensor]
+    peel_fallbacks: torch.Tensor
+
+    def rows(self, k: torch.Tensor) -> torch.Tensor:
+        """r(.|x^t) along draft ``k[b]`` of each row, t = 0..L-1: float64 [B, L, V]."""
+        b = torch.arange(k.shape[0], device=k.device)
+        return torch.stack([rows[self.node_of[b, k, t]] for t, rows in enumerate(self.node_rows)], 1)
+
+
+def score_selection(inputs: KernelInputs, split: str = "orders") -> ScoreSelection:
+    r"""Score laws down the draft trie and the win probabilities of the K drafts (module docstring).
+
+    Parameters
+    ----------
+    inputs : KernelInputs
+        Rows of drafts sharing a prefix must agree there (the lowest-index draft's are read).
+    split : str
+        The node rule and its split of the score law (:func:`~spectr_gbv.gpu.kernels.coverage.split_node_rule`):
+        ``"orders"`` (default; the reference's default ``split="orders"``, ``priority="lex"``) or
+        ``"proportional"`` (the reference's ``split="proportional"``, ``priority="ratio"``).
+
+    Returns
+    -------
+    ScoreSelection
+        Its rows equal :func:`spectr_gbv.reference.near_opt_bv.score_tree`'s ``d`` and its
+        ``win`` :func:`spectr_gbv.reference.score_laws.win_probabilities` of the leaves (within
+        ~1e-12 on small rational nodes).
+    """
+    B, K, L = inputs.B, inputs.K, inputs.L
+    drafts, p_all, q_all = inputs.drafts, inputs.target_probs, inputs.draft_probs
+    device = drafts.device
+    eq = (drafts.unsqueeze(2) == drafts.unsqueeze(1)).to(torch.int8)  # [B, K, K, L]
+    pref = torch.cat([torch.ones_like(eq[..., :1]), torch.cumprod(eq, -1)], -1).bool()  # same prefix of length t
+    rep = first_true(pref.transpose(2, 3))  # [B, K, L + 1]: lowest draft with the same prefix
+    ks = torch.arange(K, device=device)
+    is_rep = rep == ks.view(1, K, 1)
+    laws = ScoreLaws.uniform(B, K - 1, device)
+    w = torch.ones(B, dtype=torch.float64, device=device)
+    node_of = torch.zeros(B, K, L, dtype=torch.int64, device=device)
+    node_rows: list[torch.Tensor] = []
+    shares: list[torch.Tensor] = []
+    peel_fallbacks = torch.zeros((), dtype=torch.int64, device=device)
+    for t in range(L):
+        nb, nk = is_rep[:, :, t].nonzero(as_tuple=True)  # this depth's nodes, in the order of ``laws``
+        N = nb.numel()
+        index = torch.full((B, K), -1, dtype=torch.int64, device=device)
+        index[nb, nk] = torch.arange(N, device=device)
+        node_of[:, :, t] = index.gather(1, rep[:, :, t])
+        p = p_all[nb, nk, t].to(torch.float64)
+        q = q_all[nb, nk, t].to(torch.float64)
+        p, q = p / p.sum(-1, keepdim=True), q / q.sum(-1, keepdim=True)
+        tok = drafts[nb, :, t]  # [N, K]
+        through = rep[nb, :, t] == nk.unsqueeze(-1)
+        marked = torch.where(through, tok, drafts[nb, nk, t].unsqueeze(-1))
+        rule = split_node_rule(w.unsqueeze(-1) * p, q, laws, split=split, marked=marked)
+        peel_fallbacks = peel_fallbacks + rule.peel_fallbacks
+        d = rule.d
+        cb, ck = is_rep[:, :, t + 1].nonzero(as_tuple=True)  # the children, in the next depth's order
+        parent = index[cb, rep[cb, ck, t]]
+        v = drafts[cb, ck, t]
+        q_v, p_v = q[parent, v], p[parent, v]
+        after = rule.after[parent, :, ck] if rule.after is not None else torch.zeros_like(rule.weights[parent])
+        child = split_laws(laws[parent], rule.share[parent], rule.weights[parent], after, q_v)
+        # the realised law of the selected block's next token: q(v) E_G[S^k] / E_H[S^k]
+        d_v = q_v * child.total_moment / laws.total_moment[parent]
+        d[parent, v] = d_v
+        w = torch.where(d_v > 0, w[parent] * p_v / torch.where(d_v > 0, d_v, 1.0), 1.0).clamp_max(1.0)
+        node_rows.append(d)
+        shares.append(rule.share)
+        laws = child
+    leaf = torch.full((B, K), -1, dtype=torch.int64, device=device)
+    lb, lk = is_rep[:, :, L].nonzero(as_tuple=True)
+    leaf[lb, lk] = torch.arange(lb.numel(), device=device)
+    first = rep[:, :, L]
+    win = win_probabilities(laws[leaf.gather(1, first).reshape(-1)], B, K)
+    return ScoreSelection(win, node_rows, node_of, first, shares, peel_fallbacks)
+
+
+#: ``selection`` values of :func:`verify_near_opt_bv` (as :data:`spectr_gbv.reference.near_opt_bv.SELECTIONS`).
+SELECTIONS: tuple[str, ...] = ("score", "walk")
+
+
+def verify_near_opt_bv(
+    inputs: KernelInputs, uniforms: UniformSource, selection: str = "score", split: str = "orders"
+) -> VerifyOutput:
+    r"""Near-optimal multi-draft block verification: select a draft, then BV with its law (module docstring).
 
     Parameters
     ----------
     inputs : KernelInputs
         Rows of drafts sharing a prefix must agree there (the lowest-index draft's are read).
     uniforms : UniformSource
-        Draws [B] once per depth (the order of each node's mixture; L draws, :func:`select_path`),
+        ``"score"``: draws [B] once (the selected draft, by its win probability); ``"walk"``:
+        [B] once per depth (the order of each node's mixture; L draws, :func:`select_path`);
         then [B, L] (block verification's eta) and [B] (final token).
+    selection : str
+        ``"score"`` (default, the registered ``near_opt_bv``) or ``"walk"`` (:data:`SELECTIONS`).
+    split : str
+        With scores: :data:`~spectr_gbv.gpu.kernels.coverage.SPLITS` (:func:`score_selection`).
 
     Returns
     -------
     VerifyOutput
-        ``draft_index`` = the lowest-index draft carrying the selected path. ``diagnostics``:
-        ``residual_fallbacks`` (identically-zero BV residual: target row used) and
-        ``peel_fallbacks`` (:class:`~spectr_gbv.gpu.kernels.coverage.NodeRule`). K = 1 is BV
+        ``draft_index`` = the lowest-index draft equal to the selected one (``"score"``) or
+        carrying the selected path (``"walk"``). ``diagnostics``: ``residual_fallbacks``
+        (identically-zero BV residual: target row used) and ``peel_fallbacks``. K = 1 is BV
         (d = q); at L = 1 the expected accepted count is OPT(K). Complexity: module docstring.
+
+    Raises
+    ------
+    ValueError
+        ``selection`` not in :data:`SELECTIONS` or ``split`` not in
+        :data:`~spectr_gbv.gpu.kernels.coverage.SPLITS`.
 
     References
     ----------
@@ -192,19 +344,37 @@ def verify_near_opt_bv(inputs: KernelInputs, uniforms: UniformSource) -> VerifyO
     decoding", arXiv 2403.10444, Algorithm 2; Hu et al. 2025, arXiv 2502.18779 (the single-step
     optimum reached at L = 1).
     """
+    if selection not in SELECTIONS:
+        raise ValueError(f"selection must be one of {', '.join(SELECTIONS)}, got {selection!r}")
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
     B, L = inputs.B, inputs.L
-    sel = select_path(inputs, uniforms)
     b = batch_arange(inputs.drafts)
-    k = sel.draft_index
+    if selection == "score":
+        sel = score_selection(inputs, split)
+        pick = sample_categorical(sel.win, uniforms(B))
+        k = sel.first[b, pick]
+        rows, peel_fallbacks = sel.rows(k), sel.peel_fallbacks
+    else:
+        walk = select_path(inputs, uniforms)
+        k, rows, peel_fallbacks = walk.draft_index, walk.rows, walk.peel_fallbacks
     path = inputs.drafts[b, k]  # [B, L]
     p_path = inputs.target_probs[b, k].to(torch.float64)
     p_path = p_path / p_path.sum(-1, keepdim=True)  # [B, L + 1, V]
-    weights = block_weights(path, p_path[:, 0], p_path[:, :L], sel.rows)
+    weights = block_weights(path, p_path[:, 0], p_path[:, :L], rows)
     end = block_stop(weights, uniforms(B, L))
-    law, used = block_next_law(weights, end, p_path[:, 0], p_path[:, :L], sel.rows, p_path[:, L])
+    law, used = block_next_law(weights, end, p_path[:, 0], p_path[:, :L], rows, p_path[:, L])
     z = sample_categorical(law, uniforms(B))
     tokens = assemble(inputs.drafts, k, end, z)
-    return VerifyOutput(tokens, end, k, {"residual_fallbacks": count(used), "peel_fallbacks": sel.peel_fallbacks})
+    return VerifyOutput(tokens, end, k, {"residual_fallbacks": count(used), "peel_fallbacks": peel_fallbacks})
 
 
-__all__ = ["SelectedPath", "child_count_law", "select_path", "verify_near_opt_bv"]
+__all__ = [
+    "SELECTIONS",
+    "ScoreSelection",
+    "SelectedPath",
+    "child_count_law",
+    "score_selection",
+    "select_path",
+    "verify_near_opt_bv",
+]

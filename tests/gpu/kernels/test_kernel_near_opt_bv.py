@@ -1,12 +1,25 @@
-r"""The ``near_opt_bv`` kernel: its count-law node rule, its path rules, and the decoder.
+r"""The ``near_opt_bv`` kernel: its score-law node rules, its count-law walk, and the decoder.
 
-* Node rule: :func:`~spectr_gbv.gpu.kernels.coverage.mixture_node_rule` with ``"ratio"``
+* Score node rules: :func:`~spectr_gbv.gpu.kernels.coverage.split_node_rule` with a batch of
+  :class:`~spectr_gbv.gpu.kernels.score_laws.ScoreLaws` on 60 random nodes (n in 2..7, K in
+  2..4, score laws H taken from the reference's child laws up to two levels down, targets w p
+  with zeros and ties), for both splits (``"orders"``: the reference default, lexicographic
+  base; ``"proportional"``): d, the share and the moments k = 0..3 of every child's law
+  (:func:`~spectr_gbv.gpu.kernels.score_laws.split_laws`) equal the exact reference
+  (:func:`~spectr_gbv.reference.coverage.mixture_rule` ``"lex"`` /
+  :func:`~spectr_gbv.reference.coverage.proportional_rule`, :func:`~spectr_gbv.reference.near_opt_bv.child_law`)
+  within 1e-9.
+* Score selection: :func:`~spectr_gbv.gpu.kernels.near_opt_bv.score_selection` on random exact
+  instances (n in 3..4, L = 3, K in 2..4): the rows along every draft and the win probabilities
+  equal :func:`spectr_gbv.reference.near_opt_bv.score_tree` and
+  :func:`spectr_gbv.reference.score_laws.win_probabilities` within 1e-9; K = 1 gives d = q.
+* Count-law node rule (the walk): :func:`~spectr_gbv.gpu.kernels.coverage.mixture_node_rule` with ``"ratio"``
   priority on 90 random nodes in ONE padded batch (n in 2..7, a random law of the number of
   drafts on 1..4, a sub-probability target w p with w in (0, 1], zeros and tie-heavy kinds)
   equals the exact :func:`spectr_gbv.reference.coverage.mixture_rule` (Fractions): d within
   1e-9, the mixture as a law over orders within 1e-9 (orders compared as exact token tuples),
   and the q-mass after every token in every order (the count update's input) within 1e-9.
-* Path rules: :func:`~spectr_gbv.gpu.kernels.near_opt_bv.select_path` on random exact
+* Walk path rules (``selection="walk"``): :func:`~spectr_gbv.gpu.kernels.near_opt_bv.select_path` on random exact
   instances (n in 3..4, L = 3, K in 2..4): the rows d_t of the selected path equal
   :func:`spectr_gbv.reference.near_opt_bv.path_rules` of that draft within 1e-9; K = 1 selects
   draft 0 with d = q (block verification).
@@ -28,11 +41,13 @@ torch = pytest.importorskip("torch")
 
 from spectr_gbv.core.instance import random_instance  # noqa: E402
 from spectr_gbv.gpu.kernels.common import TorchUniforms, validate_inputs  # noqa: E402
-from spectr_gbv.gpu.kernels.coverage import CountLaw, mixture_node_rule  # noqa: E402
-from spectr_gbv.gpu.kernels.near_opt_bv import select_path  # noqa: E402
+from spectr_gbv.gpu.kernels.coverage import CountLaw, mixture_node_rule, split_node_rule  # noqa: E402
+from spectr_gbv.gpu.kernels.near_opt_bv import score_selection, select_path, verify_near_opt_bv  # noqa: E402
+from spectr_gbv.gpu.kernels.score_laws import ScoreLaws, split_laws  # noqa: E402
 from spectr_gbv.reference.base import VerifyInput  # noqa: E402
-from spectr_gbv.reference.coverage import mixture_rule  # noqa: E402
-from spectr_gbv.reference.near_opt_bv import path_rules  # noqa: E402
+from spectr_gbv.reference.coverage import mixture_rule, proportional_rule  # noqa: E402
+from spectr_gbv.reference.near_opt_bv import ScoreNode, child_law, path_rules, score_tree  # noqa: E402
+from spectr_gbv.reference.score_laws import UNIFORM, ScoreCoverage, ScoreLaw, moment, win_probabilities  # noqa: E402
 from tests.gpu.kernels.test_kernels_helpers import batch_tensors, float_rows, sample_drafts  # noqa: E402
 
 NODES, WIDTH, KMAX, ATOL = 90, 7, 4, 1e-9
@@ -170,6 +185,137 @@ def test_one_draft_selects_draft_zero_with_the_draft_law():
     sel = select_path(inputs, TorchUniforms(inputs.device, torch.Generator().manual_seed(0)))
     assert torch.equal(sel.draft_index, torch.zeros(5, dtype=torch.int64))
     assert torch.allclose(sel.rows, inputs.draft_probs[:, 0].to(torch.float64), rtol=0, atol=1e-15)
+
+
+# ---------------------------------------------------------------------------- score selection
+#: (kernel split, reference priority, reference split)
+SPLIT_CASES = [("orders", "lex", "orders"), ("proportional", "ratio", "proportional")]
+
+
+def reference_rule(t: tuple, q: tuple, cov: ScoreCoverage, priority: str, split: str) -> tuple:
+    """(d, share, orders) of the reference's score node rule."""
+    if split == "proportional":
+        return proportional_rule(t, q, cov, priority)
+    d, orders = mixture_rule(t, q, cov, priority)
+    return d, Fraction(0), orders
+
+
+def random_score_law(rng: random.Random, K: int, depth: int, priority: str, split: str) -> ScoreLaw:
+    """A child law of the reference, ``depth`` levels below the uniform root (random rows and children)."""
+    law = UNIFORM
+    for _ in range(depth):
+        n = rng.randint(2, 5)
+        p, q = _row(rng, n, 0.2, 10), _row(rng, n, 0.2, 10)
+        d, share, orders = reference_rule(tuple(p), tuple(q), ScoreCoverage(law, K - 1), priority, split)
+        node = ScoreNode(d, share, orders, law, Fraction(1))
+        law = child_law(node, tuple(q), rng.choice([v for v in range(n) if q[v] > 0]))
+    return law
+
+
+def score_laws(laws: list[ScoreLaw], k: int) -> ScoreLaws:
+    """Reference laws as one padded batch (gaps as zero-density pieces, padding at the top)."""
+    pts, dens = [], []
+    for law in laws:
+        pp, dd = [float(law[0][0])], []
+        for lo, hi, m in law:
+            if float(lo) > pp[-1]:
+                pp.append(float(lo))
+                dd.append(0.0)
+            pp.append(float(hi))
+            dd.append(float(m / (hi - lo)))
+        pts.append(pp)
+        dens.append(dd)
+    P = max(len(d) for d in dens)
+    for pp, dd in zip(pts, dens, strict=True):
+        dd += [0.0] * (P - len(dd))
+        pp += [pp[-1]] * (P + 1 - len(pp))
+    return ScoreLaws(torch.tensor(pts, dtype=torch.float64), torch.tensor(dens, dtype=torch.float64), k)
+
+
+@pytest.mark.parametrize(("split", "priority", "ref_split"), SPLIT_CASES)
+def test_score_node_rule_and_child_laws_equal_the_exact_reference(split, priority, ref_split):
+    rng = random.Random(18)
+    cases = []
+    for i in range(60):
+        K = 2 + i % 3
+        law = random_score_law(rng, K, rng.randint(0, 2), priority, ref_split)
+        n, den = rng.randint(2, WIDTH), rng.choice([2, 3, 10, 1000])
+        p, q = _row(rng, n, 0.3, den), _row(rng, n, 0.3, den)
+        if i % 4 == 1:  # p = q: ties
+            p = list(q)
+        w = Fraction(1) if rng.random() < 0.3 else Fraction(rng.randint(1, 9), 10)
+        cases.append(([w * x for x in p], q, law, K))
+    checked = shared = 0
+    for K in (2, 3, 4):
+        sub = [c for c in cases if c[3] == K]
+        laws = score_laws([c[2] for c in sub], K - 1)
+        t, q = padded([c[0] for c in sub]), padded([c[1] for c in sub])
+        marked = torch.where(q > 0, torch.arange(WIDTH), q.argmax(-1, keepdim=True))
+        rule = split_node_rule(t, q, laws, split=split, marked=marked)
+        assert int(rule.peel_fallbacks) == 0
+        for i, (tt, qq, law, _) in enumerate(sub):
+            d_ref, share, orders = reference_rule(tuple(tt), tuple(qq), ScoreCoverage(law, K - 1), priority, ref_split)
+            assert max(abs(float(a) - b) for a, b in zip(d_ref, rule.d[i].tolist(), strict=False)) <= ATOL, (tt, qq)
+            assert abs(float(share) - float(rule.share[i])) <= ATOL
+            shared += 0 < share < 1
+            node = ScoreNode(d_ref, share, orders, law, Fraction(1))
+            one = torch.tensor([i])
+            for v in (v for v in range(len(qq)) if qq[v] > 0):
+                child = split_laws(laws[one], rule.share[one], rule.weights[one], rule.after[one, :, v], q[one, v])
+                exact = child_law(node, tuple(qq), v)
+                for j in range(4):
+                    got = ScoreLaws(child.points, child.density, j).total_moment
+                    assert abs(float(got[0]) - float(moment(exact, j))) <= ATOL, (tt, qq, v, j)
+                checked += 1
+    assert checked >= 150
+    assert (shared > 0) == (split == "proportional")
+
+
+def _score_batch(n: int, K: int, seed: int, copies: int = 2):
+    instance = random_instance(n, 3, seed, exact=True, zero_prob=0.2)
+    rng = np.random.default_rng(seed)
+    tuples = [sample_drafts(instance, K, rng) for _ in range(3)]
+    groups, inputs, group = _batch(instance, tuples, copies)
+    return tuples, groups, inputs, group
+
+
+@pytest.mark.parametrize(("split", "priority", "ref_split"), SPLIT_CASES)
+@pytest.mark.parametrize(("n", "K", "seed"), [(3, 2, 5), (4, 3, 11), (3, 4, 23), (4, 2, 40)])
+def test_score_selection_equals_the_reference_score_tree(split, priority, ref_split, n, K, seed):
+    tuples, groups, inputs, group = _score_batch(n, K, seed)
+    sel = score_selection(inputs, split)
+    assert int(sel.peel_fallbacks) == 0
+    for r in range(len(tuples)):  # rows r and r + 3 are copies
+        drafts, q_rows, p_rows = groups[int(group[r])]
+        batch = VerifyInput(drafts, q_rows, p_rows, True)
+        nodes, leaves = score_tree(batch, priority, "bv", ref_split)
+        wins = [float(x) for x in win_probabilities(leaves)]
+        assert max(abs(a - b) for a, b in zip(wins, sel.win[r].tolist(), strict=True)) <= ATOL
+        for k in range(K):
+            x = batch.draft(k)
+            rows = sel.rows(torch.full((inputs.B,), k))[r]
+            for t in range(3):
+                assert max(abs(float(a) - b) for a, b in zip(nodes[x[:t]].d, rows[t].tolist(), strict=True)) <= ATOL
+    assert torch.equal(sel.win[: len(tuples)], sel.win[len(tuples) :])
+    assert any(len(set(d)) > 1 for d in tuples)
+
+
+def test_score_selection_with_one_draft_is_block_verification():
+    _, _, inputs, _ = _score_batch(4, 1, 2, copies=5)
+    sel = score_selection(inputs)
+    assert torch.equal(sel.win, torch.ones(inputs.B, 1, dtype=torch.float64))
+    rows = sel.rows(torch.zeros(inputs.B, dtype=torch.int64))
+    assert torch.allclose(rows, inputs.draft_probs[:, 0].to(torch.float64), rtol=0, atol=1e-15)
+
+
+def test_walk_selection_and_bad_arguments():
+    _, _, inputs, _ = _score_batch(3, 3, 9)
+    out = verify_near_opt_bv(inputs, TorchUniforms(inputs.device, torch.Generator().manual_seed(1)), "walk")
+    walk = select_path(inputs, TorchUniforms(inputs.device, torch.Generator().manual_seed(1)))
+    assert torch.equal(out.draft_index, walk.draft_index)
+    for kwargs in ({"selection": "tree"}, {"split": "rule"}):
+        with pytest.raises(ValueError, match="must be one of"):
+            verify_near_opt_bv(inputs, TorchUniforms(inputs.device), **kwargs)
 
 
 def test_decoder_runs_near_opt_bv_losslessly():
