@@ -266,8 +266,11 @@ def _sweep_cases(path: str) -> list[Case]:
 def main(argv: list[str] | None = None) -> None:
     """Evaluate the candidates on a battery and print the markdown table."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sweep", help="a sweep dataset (Parquet) with the EXISTING methods and the opt measure")
-    ap.add_argument("--only", help="comma-separated prefixes of candidate labels (e.g. C2)")
+    ap.add_argument(
+        "--sweep",
+        help="a sweep dataset (Parquet) with the methods " + ", ".join(EXISTING) + " and the opt measure",
+    )
+    ap.add_argument("--only", help="comma-separated prefixes of candidate labels: C1a-e, C2, C2b-e, C3, C4a-d")
     args = ap.parse_args(argv)
     cands = _candidates()
     if args.only:

@@ -24,11 +24,13 @@ moment (:math:`1 - (1 - x)^K` at the root). The rule is the lexicographically op
 that polymatroid with respect to the target :math:`w_t p(.|u)` (Fujishige 1980;
 :func:`~spectr_gbv.reference.coverage.lexicographic_base`): it maximises
 :math:`\sum_v \min\{w_t p(v|u), d(v)\}` and spreads the mass above the target in proportion to
-it. It is written as a mixture of priority orders, and H is split by them: each order gives the
-earlier tokens the higher scores of H, and a child's law is the mixture of its slices
+it. That base is unchanged when the target is scaled, so BV's weight :math:`w_t` (a scalar at
+the node) does not affect it: ``weighting`` matters for the walk and the other splits only.
+The base is written as a mixture of priority orders, and H is split by them: each order gives
+the earlier tokens the higher scores of H, and a child's law is the mixture of its slices
 (:func:`child_law`), so a child keeps a share of the top scores whenever an order ranks it
-first, and can give them to its own under-drafted children. Because the K scores are i.i.d. uniform whatever the blocks,
-:math:`r(x) = K q(x) E_{G_x}[S^{K-1}]`, and the win probabilities of the drafts are exact
+first, and can give them to its own under-drafted children. Because the K scores are i.i.d.
+uniform whatever the blocks, :math:`r(x) = K q(x) E_{G_x}[S^{K-1}]`, and the win probabilities of the drafts are exact
 integrals of piecewise polynomials.
 
 **Walk** (``selection="walk"``, the first version). Walk down the trie with one priority order
@@ -300,6 +302,20 @@ def _score_node(
     return ScoreNode(d, share, orders, law, w)
 
 
+def _check_score_options(priority: str, weighting: str, split: str) -> None:
+    if weighting not in WEIGHTINGS:
+        raise ValueError(f"weighting must be one of {', '.join(WEIGHTINGS)}, got {weighting!r}")
+    if priority not in PRIORITIES:
+        raise ValueError(f"priority must be one of {', '.join(PRIORITIES)}, got {priority!r}")
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
+    if split == "proportional" and priority == "lex":
+        raise ValueError(
+            "split='proportional' needs priority 'ratio' or 'id' (priority 'lex', the default with "
+            "scores, is not defined for it)"
+        )
+
+
 def score_tree(
     batch: VerifyInput, priority: str = "lex", weighting: str = "bv", split: str = "orders"
 ) -> tuple[dict[tuple[int, ...], ScoreNode], list[ScoreLaw]]:
@@ -323,7 +339,15 @@ def score_tree(
         One per distinct drafted prefix (the rows of the lowest-index draft through it).
     leaves : list of ScoreLaw, length K
         :math:`G_{x^{(k)}}`, the score law of draft k given its block.
+
+    Raises
+    ------
+    ValueError
+        ``weighting`` not in :data:`WEIGHTINGS`, ``split`` not in :data:`SPLITS`, ``priority``
+        not in :data:`~spectr_gbv.reference.coverage.PRIORITIES`, or ``"lex"`` with the
+        proportional split.
     """
+    _check_score_options(priority, weighting, split)
     nodes: dict[tuple[int, ...], ScoreNode] = {}
     laws: dict[tuple[int, ...], tuple[ScoreLaw, Fraction]] = {(): (UNIFORM, Fraction(1))}
     for k in range(batch.K):
@@ -353,8 +377,9 @@ class NearOptBlockVerifier(Verifier):
       from a law built top-down along its own prefixes (:func:`score_tree`; module
       :mod:`spectr_gbv.reference.score_laws`); the largest score is selected. At a node the
       score law H is split among the children by the priority orders of the lexicographically
-      optimal base of H's polymatroid with respect to the BV-weighted target (``split``
-      ``"orders"``, ``priority`` ``"lex"``); the other splits are research variants.
+      optimal base of H's polymatroid with respect to the target row (``split`` ``"orders"``,
+      ``priority`` ``"lex"``; BV's scalar weight leaves that base unchanged); the other splits
+      are research variants.
     * ``selection="walk"``: walk down the trie with one priority order per node, drawn from
       :func:`~spectr_gbv.reference.coverage.mixture_rule`'s mixture for the law of the number
       of drafts through the node (the first version; :func:`path_rules`).
@@ -396,8 +421,8 @@ class NearOptBlockVerifier(Verifier):
     structure = "selected_draft"
     citation = (
         "near_opt_bv (this project, issue 18): one draft selected by the largest of independent "
-        "scores whose laws split the lexicographically optimal base of each node's score-law "
-        "polymatroid (BV-weighted target), then block verification with its law "
+        "scores whose laws split the lexicographically optimal base (target p) of each node's "
+        "score-law polymatroid, then block verification with its law "
         "(Sun et al. 2024, arXiv 2403.10444, Algorithm 2)"
     )
 
@@ -405,18 +430,14 @@ class NearOptBlockVerifier(Verifier):
         self, priority: str | None = None, weighting: str = "bv", selection: str = "score", split: str = "orders"
     ) -> None:
         super().__init__()
-        if priority is None:
-            priority = "lex" if selection == "score" else "ratio"
-        if weighting not in WEIGHTINGS:
-            raise ValueError(f"weighting must be one of {', '.join(WEIGHTINGS)}, got {weighting!r}")
-        if priority not in PRIORITIES:
-            raise ValueError(f"priority must be one of {', '.join(PRIORITIES)}, got {priority!r}")
         if selection not in SELECTIONS:
             raise ValueError(f"selection must be one of {', '.join(SELECTIONS)}, got {selection!r}")
-        if split not in SPLITS:
-            raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
-        if selection == "score" and split == "proportional" and priority == "lex":
-            raise ValueError("priority 'lex' is not defined for the proportional split (use split='rule' or 'orders')")
+        if priority is None:
+            priority = "lex" if selection == "score" else "ratio"
+        if selection == "score":
+            _check_score_options(priority, weighting, split)
+        else:  # the walk ignores split, but a typo in it is still an error
+            _check_score_options(priority, weighting, split if split != "proportional" else "orders")
         self.priority, self.weighting, self.selection, self.split = priority, weighting, selection, split
 
     def _rules(self, batch: VerifyInput, k: int, depth: int | None = None) -> list[PathNode]:

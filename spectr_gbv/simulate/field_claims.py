@@ -342,8 +342,8 @@ def claim_single_path(instance: Instance, ks: Sequence[int]) -> Claim:
     c = Claim(
         "single_path",
         "OPT(K) is attained by selecting one draft and block-verifying it with its law: OPT(K) = max over the laws r "
-        "of a selected draft of BV's value (this project, docs/near_opt_bv.md); near_opt_bv is a polynomial "
-        "such rule (score selection).",
+        "of a selected draft of BV's value (this project, docs/near_opt_bv.md); near_opt_bv selects a draft "
+        "this way with a polynomial rule (close to OPT, not equal to it).",
         HOLDS,
     )
     rows = {}

@@ -173,3 +173,24 @@ def test_sampling_matches_the_outcome_law():
     v = NearOptBlockVerifier()
     assert sum(v.outcome_law(*args).values()) == 1
     assert sampled_p_value(v, args, 2000, 1812) > 1e-4
+
+
+def test_bad_options_name_the_argument():
+    from spectr_gbv.reference.base import VerifyInput
+    from spectr_gbv.reference.near_opt_bv import score_tree
+
+    for kwargs, word in (
+        (dict(selection="scores"), "selection"),
+        (dict(split="bogus"), "split"),
+        (dict(split="bogus", selection="walk"), "split"),
+        (dict(weighting="BV"), "weighting"),
+        (dict(priority="foo"), "priority"),
+        (dict(split="proportional"), "split='proportional' needs priority 'ratio' or 'id'"),
+    ):
+        with pytest.raises(ValueError, match=word):
+            NearOptBlockVerifier(**kwargs)
+    batch = VerifyInput(*iteration_inputs(default_instance(), [[1, 0], [0, 1]]), True)
+    with pytest.raises(ValueError, match="weighting"):
+        score_tree(batch, weighting="BV")
+    with pytest.raises(ValueError, match="split"):
+        score_tree(batch, split="orderz")
