@@ -286,12 +286,17 @@ def child_law(node: ScoreNode, q: tuple[Fraction, ...], v: int) -> ScoreLaw:
 
 
 def _score_node(
-    batch: VerifyInput, k: int, t: int, law: ScoreLaw, w: Fraction, priority: str, weighting: str, split: str
+    p: tuple[Fraction, ...],
+    q: tuple[Fraction, ...],
+    last: bool,
+    num_drafts: int,
+    law: ScoreLaw,
+    w: Fraction,
+    options: tuple[str, str, str],
 ) -> ScoreNode:
-    p = _exact_row(batch.target_probs[k, t], batch.exact)
-    q = _exact_row(batch.draft_probs[k, t], batch.exact)
-    scale = w if weighting == "bv" or (weighting == "leaf" and t == batch.L - 1) else Fraction(1)
-    target, cov = tuple(scale * v for v in p), ScoreCoverage(law, batch.K - 1)
+    priority, weighting, split = options
+    scale = w if weighting == "bv" or (weighting == "leaf" and last) else Fraction(1)
+    target, cov = tuple(scale * v for v in p), ScoreCoverage(law, num_drafts - 1)
     if split == "proportional":
         d, share, orders = proportional_rule(target, q, cov, priority)
     else:
@@ -302,14 +307,14 @@ def _score_node(
     return ScoreNode(d, share, orders, law, w)
 
 
-def _check_score_options(priority: str, weighting: str, split: str) -> None:
+def _check_score_options(priority: str, weighting: str, split: str, selection: str = "score") -> None:
     if weighting not in WEIGHTINGS:
         raise ValueError(f"weighting must be one of {', '.join(WEIGHTINGS)}, got {weighting!r}")
     if priority not in PRIORITIES:
         raise ValueError(f"priority must be one of {', '.join(PRIORITIES)}, got {priority!r}")
     if split not in SPLITS:
         raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
-    if split == "proportional" and priority == "lex":
+    if selection == "score" and split == "proportional" and priority == "lex":
         raise ValueError(
             "split='proportional' needs priority 'ratio' or 'id' (priority 'lex', the default with "
             "scores, is not defined for it)"
@@ -349,6 +354,7 @@ def score_tree(
     """
     _check_score_options(priority, weighting, split)
     nodes: dict[tuple[int, ...], ScoreNode] = {}
+    rows: dict[tuple[int, ...], tuple[tuple[Fraction, ...], tuple[Fraction, ...]]] = {}
     laws: dict[tuple[int, ...], tuple[ScoreLaw, Fraction]] = {(): (UNIFORM, Fraction(1))}
     for k in range(batch.K):
         x = batch.draft(k)
@@ -356,12 +362,13 @@ def score_tree(
             u = x[:t]
             if u not in nodes:
                 law, w = laws[u]
-                nodes[u] = _score_node(batch, k, t, law, w, priority, weighting, split)
-            node = nodes[u]
+                p = _exact_row(batch.target_probs[k, t], batch.exact)
+                q = _exact_row(batch.draft_probs[k, t], batch.exact)
+                rows[u] = (p, q)
+                nodes[u] = _score_node(p, q, t == batch.L - 1, batch.K, law, w, (priority, weighting, split))
+            node, (p, q) = nodes[u], rows[u]
             child = x[: t + 1]
             if child not in laws:
-                q = _exact_row(batch.draft_probs[k, t], batch.exact)
-                p = _exact_row(batch.target_probs[k, t], batch.exact)
                 y = x[t]
                 laws[child] = (child_law(node, q, y), min(Fraction(1), node.weight * p[y] / node.d[y]))
     return nodes, [laws[batch.draft(k)][0] for k in range(batch.K)]
@@ -434,10 +441,7 @@ class NearOptBlockVerifier(Verifier):
             raise ValueError(f"selection must be one of {', '.join(SELECTIONS)}, got {selection!r}")
         if priority is None:
             priority = "lex" if selection == "score" else "ratio"
-        if selection == "score":
-            _check_score_options(priority, weighting, split)
-        else:  # the walk ignores split, but a typo in it is still an error
-            _check_score_options(priority, weighting, split if split != "proportional" else "orders")
+        _check_score_options(priority, weighting, split, selection)  # the walk ignores split, not its typos
         self.priority, self.weighting, self.selection, self.split = priority, weighting, selection, split
 
     def _rules(self, batch: VerifyInput, k: int, depth: int | None = None) -> list[PathNode]:

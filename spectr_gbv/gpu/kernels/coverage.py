@@ -368,12 +368,7 @@ def _ratio_base(t: torch.Tensor, q: torch.Tensor, valid: torch.Tensor, law: Node
     :func:`_raise_to_base` in exact arithmetic.
     """
     N, n = q.shape
-    qs, ts = torch.where(valid, q, 0.0), torch.where(valid, t, 0.0)
-    tsum = torch.cumsum(ts, -1)
-    full = torch.where(valid, _g(torch.cumsum(qs, -1), law) - tsum, torch.inf)
-    best = torch.cummin(full, -1).values.clamp_max(0.0)
-    trunc = tsum + best
-    a = trunc - torch.cat([torch.zeros_like(trunc[:, :1]), trunc[:, :-1]], -1)
+    ts, full, best, a = _ratio_step1(t, q, valid, law)
     pos = torch.arange(n, device=q.device).expand(N, n)
     first = torch.where(valid & (full <= best), pos, -1).amax(-1, keepdim=True) + 1  # first raised token
     suffix = torch.flip(torch.cummin(torch.flip(full, [-1]), -1).values, [-1])  # min_{j >= y} F_j
@@ -381,7 +376,20 @@ def _ratio_base(t: torch.Tensor, q: torch.Tensor, valid: torch.Tensor, law: Node
     chain = valid & (pos >= first) & (full <= after)
     raised = valid & ((pos == first) | torch.cat([torch.zeros_like(chain[:, :1]), chain[:, :-1]], -1))
     prev = torch.cat([torch.zeros_like(full[:, :1]), full[:, :-1]], -1)  # F_{y-1}, F_{-1} = 0
-    return torch.where(raised, ts + suffix - prev, torch.where(valid, a, 0.0))
+    return torch.where(raised, ts + suffix - prev, a)
+
+
+def _ratio_step1(
+    t: torch.Tensor, q: torch.Tensor, valid: torch.Tensor, law: NodeLaw
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Step 1 for positions sorted by t/q descending: (t masked, F_j, its running minimum clamped at 0, a*)."""
+    qs, ts = torch.where(valid, q, 0.0), torch.where(valid, t, 0.0)
+    tsum = torch.cumsum(ts, -1)
+    full = torch.where(valid, _g(torch.cumsum(qs, -1), law) - tsum, torch.inf)
+    best = torch.cummin(full, -1).values.clamp_max(0.0)
+    trunc = tsum + best
+    a = trunc - torch.cat([torch.zeros_like(trunc[:, :1]), trunc[:, :-1]], -1)
+    return ts, full, best, torch.where(valid, a, 0.0)
 
 
 # ---------------------------------------------------------------------------- step 3
@@ -724,12 +732,7 @@ def mixture_node_rule(
 # ---------------------------------------------------------------------------- proportional rule
 def _ratio_acceptance(t: torch.Tensor, q: torch.Tensor, valid: torch.Tensor, law: NodeLaw) -> torch.Tensor:
     """Step 1 alone for positions sorted by t/q descending: a* from the running minimum of F (:func:`_ratio_base`)."""
-    qs, ts = torch.where(valid, q, 0.0), torch.where(valid, t, 0.0)
-    tsum = torch.cumsum(ts, -1)
-    full = torch.where(valid, _g(torch.cumsum(qs, -1), law) - tsum, torch.inf)
-    trunc = tsum + torch.cummin(full, -1).values.clamp_max(0.0)
-    a = trunc - torch.cat([torch.zeros_like(trunc[:, :1]), trunc[:, :-1]], -1)
-    return torch.where(valid, a, 0.0)
+    return _ratio_step1(t, q, valid, law)[3]
 
 
 def _max_share(
