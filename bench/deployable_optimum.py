@@ -22,23 +22,17 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import math
 import statistics
 import sys
-from fractions import Fraction
 
-import numpy as np
-import scipy.sparse as sp
-from scipy.optimize import linprog
 from tqdm import tqdm
 
 from spectr_gbv.core.instance import Instance, random_instance
 from spectr_gbv.core.tabular import TabularAR
 from spectr_gbv.reference.near_opt_bv import NearOptBlockVerifier
 from spectr_gbv.simulate.exact import simulate_exact
+from spectr_gbv.theory.deployable import joint_optimum
 from spectr_gbv.theory.lp import optimal_lossless
-
-HIGHS = {"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10}
 
 
 def graft(base: Instance, donor: Instance, token: int) -> Instance:
@@ -66,74 +60,6 @@ def family(n: int, L: int, seed: int, donors: int = 2) -> list[Instance]:
     return out
 
 
-def _rows_along(inst: Instance, multiset: tuple[tuple[int, ...], ...]) -> tuple:
-    key = []
-    for x in multiset:
-        for t in range(inst.L + 1):
-            key.append(tuple(inst.target.cond(x[:t]).tolist()))
-            if t < inst.L:
-                key.append(tuple(inst.draft.cond(x[:t]).tolist()))
-    return tuple(key)
-
-
-def joint_optimum(insts: list[Instance], k: int, weights: list[float]) -> tuple[float, list[float]]:
-    """max sum_i weights_i E_i over kernels shared on indistinguishable multisets, lossless on each member."""
-    n, L = insts[0].n, insts[0].L
-    blocks = list(itertools.product(range(n), repeat=L))
-    cols: dict[tuple, int] = {}
-    entries: list[tuple[int, int, float]] = []
-    rhs: list[float] = []
-    objective: dict[int, float] = {}
-    seen: set = set()
-    per = []
-    for inst in insts:
-        qd = {x: Fraction(inst.draft.prob(x)) for x in blocks}
-        ms = []
-        for m in itertools.combinations_with_replacement([x for x in blocks if qd[x] > 0], k):
-            counts = [m.count(x) for x in set(m)]
-            mult = math.factorial(k) // math.prod(math.factorial(c) for c in counts)
-            ms.append((m, float(mult * math.prod(qd[x] for x in m)), (m, _rows_along(inst, m))))
-        per.append(ms)
-
-    def outputs(m: tuple) -> list[tuple[int, ...]]:
-        prefixes = {()} | {x[:t] for x in m for t in range(1, L + 1)}
-        return [z + (v,) for z in sorted(prefixes) for v in range(n)]
-
-    def col(tag: tuple, o: tuple[int, ...]) -> int:
-        return cols.setdefault((tag, o), len(cols))
-
-    for ms in per:
-        for m, _, tag in ms:
-            if tag not in seen:
-                seen.add(tag)
-                entries.extend((len(rhs), col(tag, o), 1.0) for o in outputs(m))
-                rhs.append(1.0)
-    for i, (inst, ms) in enumerate(zip(insts, per, strict=True)):
-        ys = list(itertools.product(range(n), repeat=L + 1))
-        row_of = {y: len(rhs) + j for j, y in enumerate(ys)}
-        rhs.extend(float(inst.target.prob(y)) for y in ys)
-        for m, mass, tag in ms:
-            for o in outputs(m):
-                c = col(tag, o)
-                objective[c] = objective.get(c, 0.0) - weights[i] * mass * (len(o) - 1)
-                for y in ys:
-                    if y[: len(o)] == o:
-                        cont = float(inst.target.prob(y[len(o) :], given=o)) if len(o) <= L else 1.0
-                        if cont:
-                            entries.append((row_of[y], c, mass * cont))
-    a = sp.csr_matrix(
-        ([e[2] for e in entries], ([e[0] for e in entries], [e[1] for e in entries])), shape=(len(rhs), len(cols))
-    )
-    c = np.zeros(len(cols))
-    for j, v in objective.items():
-        c[j] = v
-    res = linprog(c, A_eq=a, b_eq=np.array(rhs), bounds=(0, None), method="highs", options=HIGHS)
-    if res.status != 0:
-        raise RuntimeError(f"joint LP: {res.message}")
-    values = [sum(mass * (len(o) - 1) * res.x[cols[(tag, o)]] for m, mass, tag in ms for o in outputs(m)) for ms in per]
-    return -res.fun, values
-
-
 def _closure(
     fam: list[Instance], verifier: NearOptBlockVerifier, k: int, md: list[float], opts: list[float], ok: list[int]
 ) -> float:
@@ -158,14 +84,14 @@ def main(argv: list[str] | None = None) -> None:
     for seed in tqdm(range(args.seeds), desc="families", file=sys.stderr):
         fam = family(args.n, args.L, seed)
         opts = [optimal_lossless(i.target, i.draft, args.K, args.L).value for i in fam]
-        total, _ = joint_optimum(fam, args.K, [1.0] * len(fam))
+        total = joint_optimum(fam, args.K).value
         md = [float(simulate_exact(i, "mdbv", args.K).expected_accepted) for i in fam]
         ok = [j for j in range(len(fam)) if opts[j] - md[j] > 1e-6]
         if not ok:
             print(f"| {seed} | {sum(opts):.6f} | - | - | MDBV = OPT on every member | - | - |")
             continue
         w = [1.0 / (opts[j] - md[j]) if j in ok else 0.0 for j in range(len(fam))]
-        wsum, _ = joint_optimum(fam, args.K, w)
+        wsum = joint_optimum(fam, args.K, w).value
         b = (wsum - sum(w[j] * md[j] for j in ok)) / len(ok)
 
         c_near, c_walk = (

@@ -25,7 +25,12 @@ Claims (stable keys):
 * ``gbv_multipath``: multi-path GBV improves on BV and is monotone in K (Thomas & Pal 2026);
 * ``single_path``: OPT(K) is attained by selecting one draft and block-verifying it with its
   law, OPT(K) = max over selected-draft laws r of BV's value (this project; the proof is in
-  docs/near_opt_bv.md), and how close ``near_opt_bv``, a polynomial single-path rule, comes.
+  docs/near_opt_bv.md), and how close ``near_opt_bv``, a polynomial single-path rule, comes;
+* ``never_below``: a lossless verifier can be never below the best of ``mdbv``,
+  ``gbv_multipath``, ``optimal_multidraft`` and ``traversal`` on every instance (the
+  requirement of this project's issue 18), settled on the mirrored pair of
+  :mod:`spectr_gbv.theory.deployable` against an exact bound for every verifier that reads
+  only the drafted rows.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from spectr_gbv.simulate.claims import FAILS, HOLDS, LP_TOL, Claim, find_witness
 from spectr_gbv.simulate.exact import ExactResult
 from spectr_gbv.simulate.methods import simulate_method
 from spectr_gbv.theory import bounds
+from spectr_gbv.theory.deployable import mirrored_pair, mirrored_pair_bound
 from spectr_gbv.theory.lp import optimal_lossless
 from spectr_gbv.theory.single_path import single_path_optimum
 
@@ -54,6 +60,10 @@ FIELD_SEARCH_LIMIT = 20
 L1_BATTERY_KS: tuple[int, ...] = (2, 3, 4)
 #: Numbers of drafts of the ``single_path`` battery (n = 2, 3; L = 2; FIELD_SEARCH_LIMIT // 2 seeds).
 SINGLE_PATH_KS: tuple[int, ...] = (2, 3)
+#: Numbers of drafts of the ``never_below`` claim (the mirrored pair, n = 3, L = 2).
+NEVER_BELOW_KS: tuple[int, ...] = (2, 3, 4)
+#: The methods whose per-instance maximum ``never_below`` asks a verifier to reach (issue 18).
+NEVER_BELOW_LIST: tuple[str, ...] = ("mdbv", "gbv_multipath", "optimal_multidraft", "traversal")
 #: K-SEQ's guaranteed fraction of the single-step optimum (Sun et al. 2023).
 KSEQ_RATIO = 1 - 1 / math.e
 
@@ -383,6 +393,48 @@ def claim_single_path(instance: Instance, ks: Sequence[int]) -> Claim:
     return c
 
 
+def claim_never_below() -> Claim:
+    """``never_below``: some lossless verifier reaches max(NEVER_BELOW_LIST) on every instance; refuted exactly."""
+    c = Claim(
+        "never_below",
+        "A lossless verifier can be never below the best of mdbv, gbv_multipath, optimal_multidraft and traversal "
+        "on every instance (issue 18's requirement for near_opt_bv).",
+        HOLDS,
+    )
+    a, b = mirrored_pair()
+    rows = {}
+    for k in NEVER_BELOW_KS:
+        best = []
+        for inst in (a, b):
+            vals = {m: Fraction(simulate_method(inst, m, k).expected_accepted) for m in NEVER_BELOW_LIST}
+            top = max(vals, key=vals.__getitem__)
+            best.append((top, vals[top]))
+        near = [Fraction(simulate_method(inst, "near_opt_bv", k).expected_accepted) for inst in (a, b)]
+        bound = mirrored_pair_bound(k)
+        floors = best[0][1] + best[1][1]
+        if floors > bound:
+            c.verdict = FAILS
+        c.evidence.append(
+            f"K={k}: best of the list on A = {display_value(best[0][1])} ({best[0][0]}), on B = "
+            f"{display_value(best[1][1])} ({best[1][0]}), sum {display_value(floors)}; every verifier that reads "
+            f"only the drafted rows has E_A + E_B <= {display_value(bound)} (exact); near_opt_bv: "
+            f"{display_value(near[0])} + {display_value(near[1])}"
+        )
+        rows[str(k)] = {
+            "A": {"best": best[0][0], "value": json_value(best[0][1]), "near_opt_bv": json_value(near[0])},
+            "B": {"best": best[1][0], "value": json_value(best[1][1]), "near_opt_bv": json_value(near[1])},
+            "bound": json_value(bound),
+        }
+    c.evidence.append(
+        "A and B (spectr_gbv.theory.deployable.mirrored_pair) share the root rows and the rows of the drafts that all "
+        "start with the dead token, so a verifier's first token there has one law in both; the proof is in "
+        "docs/near_opt_bv.md, 'Never below the list'"
+    )
+    c.witness = a.to_dict()
+    c.values = rows
+    return c
+
+
 def field_ledger(instance: Instance, ks: Sequence[int] = (1, 2, 3)) -> list[Claim]:
     """Build the field ledger for ``instance`` at the given K values.
 
@@ -415,7 +467,16 @@ def field_ledger(instance: Instance, ks: Sequence[int] = (1, 2, 3)) -> list[Clai
         claim_optimal_multidraft(instance, ks),
         claim_gbv_multipath(instance),
         claim_single_path(instance, ks),
+        claim_never_below(),
     ]
 
 
-__all__ = ["FIELD_SEARCH_LIMIT", "KSEQ_RATIO", "L1_BATTERY_KS", "SINGLE_PATH_KS", "field_ledger"]
+__all__ = [
+    "FIELD_SEARCH_LIMIT",
+    "KSEQ_RATIO",
+    "L1_BATTERY_KS",
+    "NEVER_BELOW_KS",
+    "NEVER_BELOW_LIST",
+    "SINGLE_PATH_KS",
+    "field_ledger",
+]

@@ -27,6 +27,7 @@ def test_keys_in_order(ledger):
         "optimal_multidraft",
         "gbv_multipath",
         "single_path",
+        "never_below",
     ]
     json.dumps([c.to_json() for c in ledger.values()])  # JSON-ready
 
@@ -126,3 +127,18 @@ def test_single_path_holds(ledger):
     assert (rows["1"]["near_opt_bv"], rows["2"]["near_opt_bv"], rows["3"]["near_opt_bv"]) == ("113/72", "881/448", "2")
     assert c.values["battery_instances"] == 20
     assert any("equal within 1e-08 on all 20 seeded sparse instances" in e for e in c.evidence)
+
+
+def test_never_below_fails_exactly(ledger):
+    c = ledger["never_below"]
+    assert c.verdict == FAILS
+    rows = c.values
+    assert rows["2"] == {
+        "A": {"best": "gbv_multipath", "value": "335/324", "near_opt_bv": "325/324"},
+        "B": {"best": "optimal_multidraft", "value": "215/324", "near_opt_bv": "215/324"},
+        "bound": "5/3",
+    }
+    assert (rows["3"]["bound"], rows["4"]["bound"]) == ("19/9", "65/27")
+    for k in ("2", "3", "4"):
+        assert F(rows[k]["A"]["value"]) + F(rows[k]["B"]["value"]) > F(rows[k]["bound"])
+    assert c.witness is not None and any("E_A + E_B <= 5/3" in e for e in c.evidence)
