@@ -14,6 +14,7 @@ Usage::
     python bench/paired_kernels.py                       # K = 3, L = 8, T = 0.7, 4 prompts x 40 tokens
     python bench/paired_kernels.py --methods mdbv,near_opt_bv --reps 32
     python bench/paired_kernels.py --top-k 32 --reps 4     # p and q restricted to their top 32
+    python bench/paired_kernels.py --threads 1             # the last column: seconds per kernel call
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import argparse
 import math
 import statistics
 import sys
+import time
 
 import torch
 from tqdm import tqdm
@@ -50,7 +52,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--tokens", type=int, default=40, help="new tokens per prompt")
     ap.add_argument("--reps", type=int, default=16, help="kernel runs per recorded iteration")
     ap.add_argument("--top-k", type=int, default=None, help="top-k applied to p and q (default: none)")
+    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     args = ap.parse_args(argv)
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
     methods = args.methods.split(",")
     target, tok = load_target()
     draft = load_draft(target)
@@ -74,27 +79,31 @@ def main(argv: list[str] | None = None) -> None:
     for prompt in tqdm(PROMPTS, desc="recording", file=sys.stderr):
         dec.generate(tok(prompt, return_tensors="pt").input_ids[0], max_new_tokens=args.tokens)
     per: dict[str, list[float]] = {m: [] for m in methods}
+    spent: dict[str, float] = {m: 0.0 for m in methods}
     for i, (d, q, p) in enumerate(tqdm(record, desc="replaying", file=sys.stderr)):
         rows = (d.expand(args.reps, *d.shape[1:]), q.expand(args.reps, *q.shape[1:]), p.expand(args.reps, *p.shape[1:]))
         for m in methods:
+            t0 = time.perf_counter()
             out = verify(m, *(x.contiguous() for x in rows), generator=torch.Generator().manual_seed(i))
+            spent[m] += time.perf_counter() - t0
             per[m].append(float(out.num_accepted.double().mean()))
     n = len(record)
     print(
         f"{n} recorded iterations (K = {args.K}, L = {args.L}, T = {args.T}, top-k {args.top_k}), "
         f"{args.reps} kernel runs each\n"
     )
-    print(f"| method | E[tau] per iteration | minus {args.baseline} | paired s.e. |")
-    print("|---|---|---|---|")
+    head = f"| method | E[tau] per iteration | minus {args.baseline} | paired s.e. | s per call (B = {args.reps}) |"
+    print(head)
+    print("|---|---|---|---|---|")
     base = per.get(args.baseline)
     for m in methods:
-        mean = statistics.mean(per[m])
+        mean, secs = statistics.mean(per[m]), spent[m] / n
         if base is None or m == args.baseline:
-            print(f"| {m} | {mean:.4f} | - | - |")
+            print(f"| {m} | {mean:.4f} | - | - | {secs:.3f} |")
             continue
         diff = [a - b for a, b in zip(per[m], base, strict=True)]
         se = statistics.stdev(diff) / math.sqrt(n)
-        print(f"| {m} | {mean:.4f} | {statistics.mean(diff):+.4f} | {se:.4f} |")
+        print(f"| {m} | {mean:.4f} | {statistics.mean(diff):+.4f} | {se:.4f} | {secs:.3f} |")
 
 
 if __name__ == "__main__":

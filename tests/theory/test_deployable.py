@@ -48,9 +48,11 @@ def test_every_registered_lossless_verifier_respects_the_bound():
             if m in STATEFUL_METHODS or not get_verifier(m).lossless:
                 continue
             assert _pair_sum(m, k, pair) <= bound, m
-        # the bound binds: MDBV reaches it, and a lossy rule goes past it
+        # the bound binds: MDBV reaches it; a lossy rule goes past it, and so does the LP oracle,
+        # which reads the whole instance (lossless, not deployable)
         assert _pair_sum("mdbv", k, pair) == bound
         assert _pair_sum("independent_bv", k, pair) > bound
+        assert _pair_sum("lp_oracle", k, pair) > bound
 
 
 def test_the_list_beats_the_bound():
