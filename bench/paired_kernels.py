@@ -14,7 +14,10 @@ Usage::
     python bench/paired_kernels.py                       # K = 3, L = 8, T = 0.7, 4 prompts x 40 tokens
     python bench/paired_kernels.py --methods mdbv,near_opt_bv --reps 32
     python bench/paired_kernels.py --top-k 32 --reps 4     # p and q restricted to their top 32
-    python bench/paired_kernels.py --threads 1             # the last column: seconds per kernel call
+    python bench/paired_kernels.py --threads 1             # seconds per kernel call, one thread
+
+The last column is the share of kernel runs that fell back because the float64 score laws lost
+precision (``near_opt_bv``'s ``precision_fallbacks``; 0 for the other kernels).
 """
 
 from __future__ import annotations
@@ -80,12 +83,14 @@ def main(argv: list[str] | None = None) -> None:
         dec.generate(tok(prompt, return_tensors="pt").input_ids[0], max_new_tokens=args.tokens)
     per: dict[str, list[float]] = {m: [] for m in methods}
     spent: dict[str, float] = {m: 0.0 for m in methods}
+    fallbacks: dict[str, int] = {m: 0 for m in methods}
     for i, (d, q, p) in enumerate(tqdm(record, desc="replaying", file=sys.stderr)):
         rows = (d.expand(args.reps, *d.shape[1:]), q.expand(args.reps, *q.shape[1:]), p.expand(args.reps, *p.shape[1:]))
         for m in methods:
             t0 = time.perf_counter()
             out = verify(m, *(x.contiguous() for x in rows), generator=torch.Generator().manual_seed(i))
             spent[m] += time.perf_counter() - t0
+            fallbacks[m] += int(out.diagnostics.get("precision_fallbacks", 0))
             per[m].append(float(out.num_accepted.double().mean()))
     n = len(record)
     print(
@@ -93,17 +98,18 @@ def main(argv: list[str] | None = None) -> None:
         f"{args.reps} kernel runs each\n"
     )
     head = f"| method | E[tau] per iteration | minus {args.baseline} | paired s.e. | s per call (B = {args.reps}) |"
-    print(head)
-    print("|---|---|---|---|---|")
+    print(head + " precision fallbacks |")
+    print("|---|---|---|---|---|---|")
     base = per.get(args.baseline)
     for m in methods:
         mean, secs = statistics.mean(per[m]), spent[m] / n
+        share = f"{fallbacks[m] / (n * args.reps):.3f}"
         if base is None or m == args.baseline:
-            print(f"| {m} | {mean:.4f} | - | - | {secs:.3f} |")
+            print(f"| {m} | {mean:.4f} | - | - | {secs:.3f} | {share} |")
             continue
         diff = [a - b for a, b in zip(per[m], base, strict=True)]
         se = statistics.stdev(diff) / math.sqrt(n)
-        print(f"| {m} | {mean:.4f} | {statistics.mean(diff):+.4f} | {se:.4f} | {secs:.3f} |")
+        print(f"| {m} | {mean:.4f} | {statistics.mean(diff):+.4f} | {se:.4f} | {secs:.3f} | {share} |")
 
 
 if __name__ == "__main__":

@@ -32,6 +32,21 @@ moments of H), and at the drafted children, the ones the selection can reach, th
 :math:`q(v) E_{G_{uv}}[S^{K-1}] / E_H[S^{K-1}]` from the float child law itself, the law with
 which the selection picks v.
 
+Precision guard. Along a draft of tokens with small q-slices the score laws become narrow
+(widths of 1e-12 and less around a score far from 0 after a few depths), below what float64
+breakpoints in [0, 1] resolve: a child law then loses mass, and the win probabilities stop
+summing to 1. Found on the real pair at the full vocabulary (drafts whose tokens have target
+probability ~1e-11: every draft lost its mass, the win probabilities were all 0 and the
+selected draft was accepted whole). A batch row where a child law's mass or the win
+probabilities' sum is off by more than :data:`PRECISION_TOL`, or a drafted child's entry
+:math:`d(v)` is not positive and finite, is verified instead by the walk (``selection="walk"``,
+whose count laws do not narrow; ``precision_fallbacks`` in the diagnostics). The switch depends
+on the drafts, so on such inputs the kernel is no longer exactly lossless: the total-variation
+distance of an iteration's output law from p is at most the probability of a fallback (the
+rows without one agree with the exact rule within rounding); the exact reference has no such
+limit. On the real pair at L = 8 most iterations fall back (docs/near_opt_bv.md, "On the real
+pair"), so there the kernel is the walk.
+
 **Walk** (``selection="walk"``, the first version; :func:`select_path`). Walk down the trie for
 t = 0..L-1, at the node u of the path so far:
 
@@ -80,6 +95,10 @@ from spectr_gbv.gpu.kernels.common import (
 )
 from spectr_gbv.gpu.kernels.coverage import SPLITS, mixture_node_rule, split_node_rule
 from spectr_gbv.gpu.kernels.score_laws import ScoreLaws, split_laws, win_probabilities
+
+#: A batch row falls back to BV on draft 0 (module docstring, "Precision guard") when a child
+#: score law's mass or the win probabilities' sum differs from 1 by more than this.
+PRECISION_TOL = 1e-9
 
 
 def child_count_law(pi: torch.Tensor, weights: torch.Tensor, after: torch.Tensor, q_y: torch.Tensor) -> torch.Tensor:
@@ -217,6 +236,10 @@ class ScoreSelection:
         The proportional share :math:`\lambda` of each node rule.
     peel_fallbacks : Tensor, int64 0-d
         Summed over the node rules (:class:`~spectr_gbv.gpu.kernels.coverage.SplitRule`).
+    unresolved : Tensor, bool [B]
+        Rows whose score laws lost precision (module docstring, "Precision guard"): a child
+        law's mass or the sum of ``win`` off by more than :data:`PRECISION_TOL`, or a drafted
+        child's entry not positive and finite. Their ``win`` and rows must not be used.
     """
 
     win: torch.Tensor
@@ -225,6 +248,7 @@ class ScoreSelection:
     first: torch.Tensor
     shares: list[torch.Tensor]
     peel_fallbacks: torch.Tensor
+    unresolved: torch.Tensor
 
     def rows(self, k: torch.Tensor) -> torch.Tensor:
         """r(.|x^t) along draft ``k[b]`` of each row, t = 0..L-1: float64 [B, L, V]."""
@@ -265,6 +289,7 @@ def score_selection(inputs: KernelInputs, split: str = "orders") -> ScoreSelecti
     node_rows: list[torch.Tensor] = []
     shares: list[torch.Tensor] = []
     peel_fallbacks = torch.zeros((), dtype=torch.int64, device=device)
+    unresolved = torch.zeros(B, dtype=torch.bool, device=device)
     for t in range(L):
         nb, nk = is_rep[:, :, t].nonzero(as_tuple=True)  # this depth's nodes, in the order of ``laws``
         N = nb.numel()
@@ -288,6 +313,8 @@ def score_selection(inputs: KernelInputs, split: str = "orders") -> ScoreSelecti
         child = split_laws(laws[parent], rule.share[parent], rule.weights[parent], after, q_v)
         # the realised law of the selected block's next token: q(v) E_G[S^k] / E_H[S^k]
         d_v = q_v * child.total_moment / laws.total_moment[parent]
+        lost = ((child.total_mass - 1.0).abs() > PRECISION_TOL) | ~(d_v > 0) | ~torch.isfinite(d_v)
+        unresolved[cb[lost]] = True
         d[parent, v] = d_v
         w = torch.where(d_v > 0, w[parent] * p_v / torch.where(d_v > 0, d_v, 1.0), 1.0).clamp_max(1.0)
         node_rows.append(d)
@@ -298,7 +325,8 @@ def score_selection(inputs: KernelInputs, split: str = "orders") -> ScoreSelecti
     leaf[lb, lk] = torch.arange(lb.numel(), device=device)
     first = rep[:, :, L]
     win = win_probabilities(laws[leaf.gather(1, first).reshape(-1)], B, K)
-    return ScoreSelection(win, node_rows, node_of, first, shares, peel_fallbacks)
+    unresolved |= ~((win.sum(-1) - 1.0).abs() <= PRECISION_TOL)  # nan included
+    return ScoreSelection(win, node_rows, node_of, first, shares, peel_fallbacks, unresolved)
 
 
 #: ``selection`` values of :func:`verify_near_opt_bv` (as :data:`spectr_gbv.reference.near_opt_bv.SELECTIONS`).
@@ -315,7 +343,8 @@ def verify_near_opt_bv(
     inputs : KernelInputs
         Rows of drafts sharing a prefix must agree there (the lowest-index draft's are read).
     uniforms : UniformSource
-        ``"score"``: draws [B] once (the selected draft, by its win probability); ``"walk"``:
+        ``"score"``: draws [B] once (the selected draft, by its win probability), then, when a
+        row falls back (module docstring, "Precision guard"), the walk's L draws; ``"walk"``:
         [B] once per depth (the order of each node's mixture; L draws, :func:`select_path`);
         then [B, L] (block verification's eta) and [B] (final token).
     selection : str
@@ -328,7 +357,9 @@ def verify_near_opt_bv(
     VerifyOutput
         ``draft_index`` = the lowest-index draft equal to the selected one (``"score"``) or
         carrying the selected path (``"walk"``). ``diagnostics``: ``residual_fallbacks``
-        (identically-zero BV residual: target row used) and ``peel_fallbacks``. K = 1 is BV
+        (identically-zero BV residual: target row used), ``peel_fallbacks`` and
+        ``precision_fallbacks`` (rows verified by the walk because the float64 score laws lost
+        precision; always 0 with ``"walk"``). K = 1 is BV
         (d = q); at L = 1 the expected accepted count is OPT(K). Complexity: module docstring.
 
     Raises
@@ -352,12 +383,21 @@ def verify_near_opt_bv(
     b = batch_arange(inputs.drafts)
     if selection == "score":
         sel = score_selection(inputs, split)
-        pick = sample_categorical(sel.win, uniforms(B))
+        bad = sel.unresolved
+        safe = torch.where(bad.unsqueeze(-1), torch.ones_like(sel.win), sel.win.nan_to_num(0.0).clamp_min(0.0))
+        pick = sample_categorical(safe, uniforms(B))
         k = sel.first[b, pick]
         rows, peel_fallbacks = sel.rows(k), sel.peel_fallbacks
+        if bool(bad.any()):  # the walk instead (module docstring, "Precision guard")
+            walk = select_path(inputs, uniforms)
+            k = torch.where(bad, walk.draft_index, k)
+            rows = torch.where(bad.view(B, 1, 1), walk.rows, rows)
+            peel_fallbacks = peel_fallbacks + walk.peel_fallbacks
+        precision_fallbacks = count(bad)
     else:
         walk = select_path(inputs, uniforms)
         k, rows, peel_fallbacks = walk.draft_index, walk.rows, walk.peel_fallbacks
+        precision_fallbacks = torch.zeros((), dtype=torch.int64, device=inputs.drafts.device)
     path = inputs.drafts[b, k]  # [B, L]
     p_path = inputs.target_probs[b, k].to(torch.float64)
     p_path = p_path / p_path.sum(-1, keepdim=True)  # [B, L + 1, V]
@@ -366,10 +406,16 @@ def verify_near_opt_bv(
     law, used = block_next_law(weights, end, p_path[:, 0], p_path[:, :L], rows, p_path[:, L])
     z = sample_categorical(law, uniforms(B))
     tokens = assemble(inputs.drafts, k, end, z)
-    return VerifyOutput(tokens, end, k, {"residual_fallbacks": count(used), "peel_fallbacks": peel_fallbacks})
+    diagnostics = {
+        "residual_fallbacks": count(used),
+        "peel_fallbacks": peel_fallbacks,
+        "precision_fallbacks": precision_fallbacks,
+    }
+    return VerifyOutput(tokens, end, k, diagnostics)
 
 
 __all__ = [
+    "PRECISION_TOL",
     "SELECTIONS",
     "ScoreSelection",
     "SelectedPath",

@@ -40,6 +40,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from spectr_gbv.core.instance import random_instance  # noqa: E402
+from spectr_gbv.gpu.kernels import verify  # noqa: E402
 from spectr_gbv.gpu.kernels.common import TorchUniforms, validate_inputs  # noqa: E402
 from spectr_gbv.gpu.kernels.coverage import CountLaw, mixture_node_rule, split_node_rule  # noqa: E402
 from spectr_gbv.gpu.kernels.near_opt_bv import score_selection, select_path, verify_near_opt_bv  # noqa: E402
@@ -306,6 +307,56 @@ def test_score_selection_with_one_draft_is_block_verification():
     assert torch.equal(sel.win, torch.ones(inputs.B, 1, dtype=torch.float64))
     rows = sel.rows(torch.zeros(inputs.B, dtype=torch.int64))
     assert torch.allclose(rows, inputs.draft_probs[:, 0].to(torch.float64), rtol=0, atol=1e-15)
+
+
+def _off_draft_rows(V: int = 16, K: int = 3, L: int = 8, seed: int = 0, tiny: float = 1e-11):
+    """Distinct root tokens, q a random softmax with q(V - 1) = 0, p = (almost) one-hot on V - 1.
+
+    The shape of the real pair's failing iterations: every drafted token has target probability
+    ``tiny`` / (1 + (V - 1) tiny), so the score laws narrow at every depth.
+    """
+    g = torch.Generator().manual_seed(seed)
+    drafts = torch.zeros(1, K, L, dtype=torch.int64)
+    q = torch.zeros(1, K, L, V, dtype=torch.float64)
+    p = torch.full((1, K, L + 1, V), tiny, dtype=torch.float64)
+    p[..., V - 1] = 1.0
+    p = p / p.sum(-1, keepdim=True)
+    for k in range(K):
+        for t in range(L):
+            row = torch.softmax(torch.randn(V, generator=g, dtype=torch.float64), -1)
+            row[V - 1] = 0.0
+            q[0, k, t] = row / row.sum()
+            drafts[0, k, t] = k if t == 0 else int(torch.multinomial(q[0, k, t], 1, generator=g))
+    return drafts, q, p
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_narrow_score_laws_fall_back_to_block_verification_of_draft_zero(seed):
+    # Regression (real pair, full vocabulary): the float64 score laws lost their mass, the win
+    # probabilities vanished and the selected draft was accepted whole although every drafted
+    # token has target probability ~1e-11. The guard must catch it and run the walk instead.
+    drafts, q, p = _off_draft_rows(seed=seed)
+    sel = score_selection(validate_inputs(drafts, q, p, torch.Generator()))
+    assert sel.unresolved.tolist() == [True]
+    reps = 64
+    rows = [x.expand(reps, *x.shape[1:]).contiguous() for x in (drafts, q, p)]
+    out = verify("near_opt_bv", *rows, generator=torch.Generator().manual_seed(seed))
+    assert int(out.diagnostics["precision_fallbacks"]) == reps
+    # the same uniform stream: the score draw [B] first, then the walk's
+    inputs = validate_inputs(*rows, None)
+    uniforms = TorchUniforms(inputs.device, torch.Generator().manual_seed(seed))
+    uniforms(reps)
+    walk = select_path(inputs, uniforms)
+    assert torch.equal(out.draft_index, walk.draft_index)
+    assert int(out.num_accepted.max()) == 0  # P(accept the first token) ~ 1e-11 / d(x_1)
+    assert (out.tokens[:, 0] == 15).all()  # the residual: p's one-hot token
+
+
+def test_benign_rows_do_not_fall_back():
+    _, _, inputs, _ = _score_batch(4, 3, 11)
+    assert not bool(score_selection(inputs).unresolved.any())
+    out = verify_near_opt_bv(inputs, TorchUniforms(inputs.device, torch.Generator().manual_seed(3)))
+    assert int(out.diagnostics["precision_fallbacks"]) == 0
 
 
 def test_walk_selection_and_bad_arguments():
