@@ -289,9 +289,10 @@ def joint_optimum(
     for inst in instances:
         qd = {x: Fraction(inst.draft.prob(x)) for x in blocks}
         live = [x for x in blocks if qd[x] > 0]
-        if math.comb(len(live) + k - 1, k) * n * (L + 1) * k > MAX_JOINT_COLUMNS:
+        size = math.comb(len(live) + k - 1, k) * n * (L + 1) * k  # multisets x outputs, at most
+        if size > MAX_JOINT_COLUMNS:
             raise ValueError(
-                f"instances: about {math.comb(len(live) + k - 1, k) * n * (L + 1) * k} LP variables exceed "
+                f"instances: about {size} LP variables exceed "
                 f"MAX_JOINT_COLUMNS = {MAX_JOINT_COLUMNS} (n={n}, L={L}, K={k})"
             )
         ms = []

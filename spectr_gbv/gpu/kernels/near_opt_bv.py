@@ -96,7 +96,7 @@ from spectr_gbv.gpu.kernels.common import (
 from spectr_gbv.gpu.kernels.coverage import SPLITS, mixture_node_rule, split_node_rule
 from spectr_gbv.gpu.kernels.score_laws import ScoreLaws, split_laws, win_probabilities
 
-#: A batch row falls back to BV on draft 0 (module docstring, "Precision guard") when a child
+#: A batch row falls back to the walk (module docstring, "Precision guard") when a child
 #: score law's mass or the win probabilities' sum differs from 1 by more than this.
 PRECISION_TOL = 1e-9
 
@@ -344,7 +344,8 @@ def verify_near_opt_bv(
         Rows of drafts sharing a prefix must agree there (the lowest-index draft's are read).
     uniforms : UniformSource
         ``"score"``: draws [B] once (the selected draft, by its win probability), then, when a
-        row falls back (module docstring, "Precision guard"), the walk's L draws; ``"walk"``:
+        row falls back (module docstring, "Precision guard"), the walk's L draws over the rows
+        that fall back; ``"walk"``:
         [B] once per depth (the order of each node's mixture; L draws, :func:`select_path`);
         then [B, L] (block verification's eta) and [B] (final token).
     selection : str
@@ -388,10 +389,11 @@ def verify_near_opt_bv(
         pick = sample_categorical(safe, uniforms(B))
         k = sel.first[b, pick]
         rows, peel_fallbacks = sel.rows(k), sel.peel_fallbacks
-        if bool(bad.any()):  # the walk instead (module docstring, "Precision guard")
-            walk = select_path(inputs, uniforms)
-            k = torch.where(bad, walk.draft_index, k)
-            rows = torch.where(bad.view(B, 1, 1), walk.rows, rows)
+        if bool(bad.any()):  # the walk on those rows instead (module docstring, "Precision guard")
+            sub = KernelInputs(inputs.drafts[bad], inputs.draft_probs[bad], inputs.target_probs[bad])
+            walk = select_path(sub, uniforms)
+            k, rows = k.clone(), rows.clone()
+            k[bad], rows[bad] = walk.draft_index, walk.rows
             peel_fallbacks = peel_fallbacks + walk.peel_fallbacks
         precision_fallbacks = count(bad)
     else:
