@@ -16,8 +16,8 @@ Usage::
     python bench/paired_kernels.py --top-k 32 --reps 4     # p and q restricted to their top 32
     python bench/paired_kernels.py --threads 1             # seconds per kernel call, one thread
 
-The last column is the share of kernel runs that fell back because the float64 score laws lost
-precision (``near_opt_bv``'s ``precision_fallbacks``; 0 for the other kernels).
+The last column is the share of kernel runs that fell back to the walk (``near_opt_bv``'s
+``precision_fallbacks``: a drafted entry that is not a positive float64; 0 for the other kernels).
 """
 
 from __future__ import annotations

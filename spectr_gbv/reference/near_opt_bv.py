@@ -82,9 +82,7 @@ from spectr_gbv.reference.score_laws import (
     UNIFORM,
     ScoreCoverage,
     ScoreLaw,
-    add_measures,
-    scaled,
-    top_slice,
+    split_law,
     win_probabilities,
 )
 
@@ -276,13 +274,8 @@ def child_law(node: ScoreNode, q: tuple[Fraction, ...], v: int) -> ScoreLaw:
     proportional part gives every child a share of every score, each order gives the earlier
     tokens the higher scores. Summed over v with weights q(v) the children's laws give H back.
     """
-    parts: list[ScoreLaw] = []
-    if node.share > 0:
-        parts.append(scaled(node.law, node.share * q[v]))
-    for mu, order in node.orders:
-        before = sum((q[y] for y in order[: order.index(v)]), Fraction(0))
-        parts.append(scaled(top_slice(node.law, before, before + q[v]), (1 - node.share) * mu))
-    return scaled(add_measures(parts), 1 / q[v])
+    slices = [(mu, sum((q[y] for y in order[: order.index(v)]), Fraction(0))) for mu, order in node.orders]
+    return split_law(node.law, node.share, slices, q[v])
 
 
 def _score_node(

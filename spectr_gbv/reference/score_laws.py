@@ -124,22 +124,74 @@ def scaled(law: ScoreLaw, weight: Fraction) -> ScoreLaw:
     return tuple((lo, hi, m * weight) for lo, hi, m in law)
 
 
-def _cdf_at(law: ScoreLaw, s: Fraction) -> Fraction:
-    total = Fraction(0)
-    for lo, hi, m in law:
-        if s >= hi:
-            total += m
-        elif s > lo:
-            total += m * (s - lo) / (hi - lo)
-    return total
+def split_law(law: ScoreLaw, share: Fraction, slices: Sequence[tuple[Fraction, Fraction]], q_v: Fraction) -> ScoreLaw:
+    r"""A child's score law from its node's split, normalised exactly.
+
+    .. math::
+        G \propto \lambda H + \frac{1 - \lambda}{q(v)} \sum_i \mu_i\,
+        H|_{\text{top quantiles } [a_i, a_i + q(v)]}
+
+    (the numerator of :func:`spectr_gbv.reference.near_opt_bv.child_law`: there the slices of
+    the children partition H's mass in every order, so the mass is exactly 1; with parameters
+    rounded to float64, as the torch kernel's rules are, it is 1 only within rounding, and the
+    division makes G a law whatever the parameters).
+
+    Parameters
+    ----------
+    law : ScoreLaw
+        H, normalised.
+    share : Fraction
+        :math:`\lambda \in [0, 1]`.
+    slices : sequence of (Fraction, Fraction)
+        ``(mu_i, a_i)``: an order's weight and the q-mass before v in it (top quantiles;
+        clipped to H's mass).
+    q_v : Fraction
+        q(v) > 0.
+
+    Returns
+    -------
+    ScoreLaw
+        Mass exactly 1.
+
+    Raises
+    ------
+    ValueError
+        The measure is empty (no mass to normalise).
+    """
+    parts: list[ScoreLaw] = []
+    if share > 0:
+        parts.append(scaled(law, share * q_v))
+    for mu, before in slices:
+        if mu > 0 and share < 1:
+            parts.append(scaled(top_slice(law, max(before, Fraction(0)), before + q_v), (1 - share) * mu))
+    measure = add_measures(parts)
+    total = sum((m for _, _, m in measure), Fraction(0))
+    if total <= 0:
+        raise ValueError("split_law: the child's measure is empty (share, slices and q_v give it no mass)")
+    return scaled(measure, 1 / total)
 
 
-def _density(law: ScoreLaw, a: Fraction, b: Fraction) -> Fraction:
-    """Density of ``law`` on the elementary segment (a, b) (inside one piece or none)."""
-    for lo, hi, m in law:
-        if lo <= a and b <= hi:
-            return m / (hi - lo)
-    return Fraction(0)
+def _cdf_on(law: ScoreLaw, points: Sequence[Fraction]) -> list[Fraction]:
+    """The law's CDF at sorted ``points`` that include all its breakpoints (one merge pass)."""
+    out, below, j = [], Fraction(0), 0
+    for s in points:
+        while j < len(law) and law[j][1] <= s:
+            below += law[j][2]
+            j += 1
+        lo, hi, m = law[j] if j < len(law) else (s, s, Fraction(0))
+        out.append(below + (m * (s - lo) / (hi - lo) if lo < s else Fraction(0)))
+    return out
+
+
+def _densities_on(law: ScoreLaw, points: Sequence[Fraction]) -> list[Fraction]:
+    """The law's density on each elementary segment of sorted ``points`` (one merge pass)."""
+    out, j = [], 0
+    for a, b in zip(points, points[1:], strict=False):
+        while j < len(law) and law[j][1] <= a:
+            j += 1
+        inside = j < len(law) and law[j][0] <= a and b <= law[j][1]
+        out.append(law[j][2] / (law[j][1] - law[j][0]) if inside else Fraction(0))
+    return out
 
 
 def win_probabilities(laws: Sequence[ScoreLaw]) -> list[Fraction]:
@@ -147,7 +199,8 @@ def win_probabilities(laws: Sequence[ScoreLaw]) -> list[Fraction]:
 
     :math:`P_k = \int \prod_{j \ne k} F_j(s)\, dG_k(s)`, integrated exactly piece by piece (on
     each elementary segment every F_j is linear and every density constant, so the integrand is
-    a polynomial of degree K - 1). Ties have probability 0.
+    a polynomial of degree K - 1). Ties have probability 0. One sweep over the S elementary
+    segments of the union of the breakpoints: O(S K^2 + sum of the laws' sizes) operations.
 
     Parameters
     ----------
@@ -160,23 +213,23 @@ def win_probabilities(laws: Sequence[ScoreLaw]) -> list[Fraction]:
         Sums to 1.
     """
     points = sorted({p for law in laws for lo, hi, _ in law for p in (lo, hi)})
+    cdfs = [_cdf_on(law, points) for law in laws]
+    denss = [_densities_on(law, points) for law in laws]
     out = [Fraction(0)] * len(laws)
-    for a, b in zip(points, points[1:], strict=False):
+    for i, (a, b) in enumerate(zip(points, points[1:], strict=False)):
         width = b - a
-        cdf = [_cdf_at(law, a) for law in laws]
-        dens = [_density(law, a, b) for law in laws]
         for k in range(len(laws)):
-            if dens[k] == 0:
+            if denss[k][i] == 0:
                 continue
             poly = [Fraction(1)]  # coefficients in u = s - a
             for j in range(len(laws)):
                 if j != k:
                     nxt = [Fraction(0)] * (len(poly) + 1)
-                    for i, c in enumerate(poly):
-                        nxt[i] += c * cdf[j]
-                        nxt[i + 1] += c * dens[j]
+                    for e, c in enumerate(poly):
+                        nxt[e] += c * cdfs[j][i]
+                        nxt[e + 1] += c * denss[j][i]
                     poly = nxt
-            out[k] += dens[k] * sum((c * width ** (i + 1) / (i + 1) for i, c in enumerate(poly)), Fraction(0))
+            out[k] += denss[k][i] * sum((c * width ** (e + 1) / (e + 1) for e, c in enumerate(poly)), Fraction(0))
     return out
 
 
@@ -187,6 +240,7 @@ __all__ = [
     "add_measures",
     "moment",
     "scaled",
+    "split_law",
     "top_slice",
     "win_probabilities",
 ]

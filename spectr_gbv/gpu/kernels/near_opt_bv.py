@@ -18,34 +18,41 @@ depth in one batch:
   :math:`d = \lambda q + (1 - \lambda) b`; b as a mixture of priority orders
   :math:`(\mu_i, \sigma_i)`;
 * a drafted child v gets :math:`q(v) G_{uv} = \lambda q(v) H + (1 - \lambda) \sum_i \mu_i
-  H|_{[Q_i(<v), Q_i(<v) + q(v))}` (top quantiles; :func:`~spectr_gbv.gpu.kernels.score_laws.split_laws`)
-  and the weight :math:`w_{uv} = \min\{1, w\, p(v|u)/d(v)\}`;
+  H|_{[Q_i(<v), Q_i(<v) + q(v))}` (top quantiles), built in exact rationals
+  (:func:`exact_children`, "Exact score laws" below), and the weight
+  :math:`w_{uv} = \min\{1, w\, p(v|u)/d(v)\}`;
 * each draft's leaf law :math:`G_x` gives its win probability
-  :math:`\int \prod_{j \ne k} F_j\, dG_k` (:func:`~spectr_gbv.gpu.kernels.score_laws.win_probabilities`,
-  exact per elementary segment in float64); one uniform per row draws the draft.
+  :math:`\int \prod_{j \ne k} F_j\, dG_k`, exact
+  (:func:`spectr_gbv.reference.score_laws.win_probabilities`); one uniform per row draws the draft.
 
 Then block verification (Sun et al. 2024, Algorithm 2; :mod:`spectr_gbv.gpu.kernels.block`)
 of the selected draft against p with draft rows :math:`d_0..d_{L-1}` at its prefixes.
+
+Exact score laws. Along a draft of tokens with small q-slices the score laws narrow (widths of
+1e-12 and less around a score far from 0 after a few depths), below what float64 breakpoints in
+[0, 1] resolve; float64 laws then lost mass and the win probabilities stopped summing to 1 (found
+on the real pair at the full vocabulary: the win probabilities were all 0 and the selected draft,
+of target probability ~1e-11, was accepted whole). So the laws along the drafted paths are kept
+in exact rationals: the V-sized node rule runs in float64 and returns its parameters
+(:math:`\lambda`, the orders' weights :math:`\mu_i` and the q-mass :math:`R_i` after v in each),
+each converted exactly; the child's law is the exact split with those parameters, normalised
+(:func:`spectr_gbv.reference.score_laws.split_law`); the drafted entry of d is
+:math:`q(v) E_{G_{uv}}[S^{K-1}] / E_H[S^{K-1}]` of the exact laws and the win probabilities are
+exact. The next depth's rule reads each law through its float64 view
+(:meth:`~spectr_gbv.gpu.kernels.score_laws.ScoreLaws.from_exact`: the pieces' masses are kept, so
+a piece narrower than float64 resolves keeps its mass and g keeps its absolute precision).
 Losslessness under rounding: a row d is the law the float rule realises
 (:math:`\lambda q + (1 - \lambda) \sum_i \mu_i v_{\sigma_i}`, the vertices computed as slice
-moments of H), and at the drafted children, the ones the selection can reach, the entry is
-:math:`q(v) E_{G_{uv}}[S^{K-1}] / E_H[S^{K-1}]` from the float child law itself, the law with
-which the selection picks v.
+moments of H's view, within 1e-12 relative of the exact children's entries), at the drafted
+children the entry is the exact one, and the selection draws with the exact win probabilities
+of the exact laws. The rounding of the rule's parameters makes :math:`\sum_v q(v) G_{uv}` equal H
+within float64 rounding of the parameters (not of the laws' widths), so the drafts' scores are
+uniform within that rounding at every depth.
 
-Precision guard. Along a draft of tokens with small q-slices the score laws become narrow
-(widths of 1e-12 and less around a score far from 0 after a few depths), below what float64
-breakpoints in [0, 1] resolve: a child law then loses mass, and the win probabilities stop
-summing to 1. Found on the real pair at the full vocabulary (drafts whose tokens have target
-probability ~1e-11: every draft lost its mass, the win probabilities were all 0 and the
-selected draft was accepted whole). A batch row where a child law's mass or the win
-probabilities' sum is off by more than :data:`PRECISION_TOL`, or a drafted child's entry
-:math:`d(v)` is not positive and finite, is verified instead by the walk (``selection="walk"``,
-whose count laws do not narrow; ``precision_fallbacks`` in the diagnostics). The switch depends
-on the drafts, so on such inputs the kernel is no longer exactly lossless: the total-variation
-distance of an iteration's output law from p is at most the probability of a fallback (the
-rows without one agree with the exact rule within rounding); the exact reference has no such
-limit. On the real pair at L = 8 most iterations fall back (docs/near_opt_bv.md, "On the real
-pair"), so there the kernel is the walk.
+Guard. A batch row whose drafted entry :math:`d(v)` is not a positive, finite float64 (an exact
+moment ratio below the float64 range) is verified by the walk instead (``precision_fallbacks``
+in the diagnostics); on such a row the output law is within total variation P(fallback) of p.
+On the real pair at L = 8 no row falls back (docs/near_opt_bv.md, "On the real pair").
 
 **Walk** (``selection="walk"``, the first version; :func:`select_path`). Walk down the trie for
 t = 0..L-1, at the node u of the path so far:
@@ -69,15 +76,18 @@ The walk's rows d are the laws its float mixtures realise
 Complexity per depth, n = #supp(q) <= V. Scores: one node rule per distinct prefix (at most
 B K): the lexicographic base by hull pruning (rounds of O(n log n)), P peels of 1 + D sorts
 (module :mod:`spectr_gbv.gpu.kernels.coverage`), each evaluation of g O(log P_H) per token for a
-law of P_H pieces (P_H grows by at most 2 per order per level); a child's split
-O((P_H + P) P); the win probabilities O(B K^3 S). The walk: one count-law node rule per row,
-plus O(B (P K + K^2 + V)). Block verification: O(B L V).
+law of P_H pieces (P_H grows by at most 2 per order per level); a child's exact split
+O((P_H + C) log(P_H + C)) rational operations (C orders); the exact win probabilities
+O(K^2 S) rational operations per row over its S elementary segments (on the CPU, the laws' few
+pieces per draft moved there). The walk: one count-law node rule per row, plus
+O(B (P K + K^2 + V)). Block verification: O(B L V).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 
 import torch
 
@@ -94,11 +104,8 @@ from spectr_gbv.gpu.kernels.common import (
     take,
 )
 from spectr_gbv.gpu.kernels.coverage import SPLITS, mixture_node_rule, split_node_rule
-from spectr_gbv.gpu.kernels.score_laws import ScoreLaws, split_laws, win_probabilities
-
-#: A batch row falls back to the walk (module docstring, "Precision guard") when a child
-#: score law's mass or the win probabilities' sum differs from 1 by more than this.
-PRECISION_TOL = 1e-9
+from spectr_gbv.gpu.kernels.score_laws import ScoreLaws
+from spectr_gbv.reference.score_laws import UNIFORM, ScoreLaw, moment, split_law, win_probabilities
 
 
 def child_count_law(pi: torch.Tensor, weights: torch.Tensor, after: torch.Tensor, q_y: torch.Tensor) -> torch.Tensor:
@@ -237,9 +244,8 @@ class ScoreSelection:
     peel_fallbacks : Tensor, int64 0-d
         Summed over the node rules (:class:`~spectr_gbv.gpu.kernels.coverage.SplitRule`).
     unresolved : Tensor, bool [B]
-        Rows whose score laws lost precision (module docstring, "Precision guard"): a child
-        law's mass or the sum of ``win`` off by more than :data:`PRECISION_TOL`, or a drafted
-        child's entry not positive and finite. Their ``win`` and rows must not be used.
+        Rows with a drafted child's entry that is not a positive, finite float64 (module
+        docstring, "Guard"). Their ``win`` and rows must not be used.
     """
 
     win: torch.Tensor
@@ -254,6 +260,94 @@ class ScoreSelection:
         """r(.|x^t) along draft ``k[b]`` of each row, t = 0..L-1: float64 [B, L, V]."""
         b = torch.arange(k.shape[0], device=k.device)
         return torch.stack([rows[self.node_of[b, k, t]] for t, rows in enumerate(self.node_rows)], 1)
+
+
+def exact_children(
+    parents: list[ScoreLaw],
+    parent: list[int],
+    share: list[float],
+    weights: list[list[float]],
+    after: list[list[float]],
+    q_v: list[float],
+) -> list[ScoreLaw]:
+    r"""The drafted children's score laws in exact rationals, from their node rules' float64 parameters.
+
+    Child i of node ``parent[i]`` (law ``parents[parent[i]]``) gets
+    :func:`spectr_gbv.reference.score_laws.split_law` with :math:`\lambda` = ``share[i]``, one
+    top-quantile slice :math:`[1 - R_j - q(v), 1 - R_j]` of weight ``weights[i][j]`` per used
+    order (:math:`R_j` = ``after[i][j]``, the q-mass after v in order j) and ``q_v[i]``, every
+    float converted exactly. The laws along the drafted paths therefore never lose mass or
+    resolution however narrow they become (module docstring, "Exact score laws").
+
+    Parameters
+    ----------
+    parents : list of ScoreLaw
+        The laws of this depth's nodes.
+    parent : list of int, length N
+        Each child's node.
+    share, q_v : list of float, length N
+    weights, after : list of list of float, [N][C]
+
+    Returns
+    -------
+    list of ScoreLaw, length N
+        Each of mass exactly 1.
+    """
+    out = []
+    for i, node in enumerate(parent):
+        qv = Fraction(q_v[i])
+        slices = [(Fraction(mu), 1 - Fraction(r) - qv) for mu, r in zip(weights[i], after[i], strict=True) if mu > 0]
+        out.append(split_law(parents[node], Fraction(share[i]), slices, qv))
+    return out
+
+
+class _ExactLaws:
+    """The distinct exact score laws of one :func:`score_selection` call, their children and wins cached.
+
+    Batch rows that repeat (equal drafts and rows) give equal rule parameters, so each distinct
+    split, float view and win computation is done once (a parity batch of 100,000 copies of two
+    draft sets costs a handful of exact splits).
+    """
+
+    def __init__(self, k: int, device: torch.device) -> None:
+        self.k, self.device = k, device
+        self.laws: list[ScoreLaw] = [UNIFORM]
+        self.moments: list[Fraction] = [moment(UNIFORM, k)]
+        self._children: dict[tuple, tuple[int, float]] = {}
+        self._wins: dict[tuple[int, ...], list[float]] = {}
+
+    def view(self, ids: list[int]) -> ScoreLaws:
+        """Float64 views of the laws ``ids`` (one row each)."""
+        distinct = sorted(set(ids))
+        pos = {i: j for j, i in enumerate(distinct)}
+        views = ScoreLaws.from_exact([self.laws[i] for i in distinct], self.k, self.device)
+        return views[torch.tensor([pos[i] for i in ids], dtype=torch.int64, device=self.device)]
+
+    def children(
+        self, parents: list[int], share: torch.Tensor, weights: torch.Tensor, after: torch.Tensor, q_v: torch.Tensor
+    ) -> tuple[list[int], list[float]]:
+        """The children's law ids and drafted entries :math:`q(v) E_G[S^k] / E_H[S^k]` (:func:`exact_children`)."""
+        out_ids, out_d = [], []
+        rows = zip(parents, share.tolist(), weights.tolist(), after.tolist(), q_v.tolist(), strict=True)
+        for pid, lam, mu, r, qv in rows:
+            key = (pid, lam, tuple(mu), tuple(r), qv)
+            if key not in self._children:
+                law = exact_children([self.laws[pid]], [0], [lam], [mu], [r], [qv])[0]
+                ratio = Fraction(qv) * moment(law, self.k) / self.moments[pid]
+                self.laws.append(law)
+                self.moments.append(moment(law, self.k))
+                self._children[key] = (len(self.laws) - 1, float(ratio))
+            cid, d = self._children[key]
+            out_ids.append(cid)
+            out_d.append(d)
+        return out_ids, out_d
+
+    def win(self, leaves: list[int]) -> list[float]:
+        """Exact win probabilities of the leaf laws ``leaves`` (one per draft), as float64."""
+        key = tuple(leaves)
+        if key not in self._wins:
+            self._wins[key] = [float(x) for x in win_probabilities([self.laws[i] for i in leaves])]
+        return self._wins[key]
 
 
 def score_selection(inputs: KernelInputs, split: str = "orders") -> ScoreSelection:
@@ -283,7 +377,9 @@ def score_selection(inputs: KernelInputs, split: str = "orders") -> ScoreSelecti
     rep = first_true(pref.transpose(2, 3))  # [B, K, L + 1]: lowest draft with the same prefix
     ks = torch.arange(K, device=device)
     is_rep = rep == ks.view(1, K, 1)
-    laws = ScoreLaws.uniform(B, K - 1, device)
+    store = _ExactLaws(K - 1, device)
+    ids = [0] * B  # each node's law in ``store`` (the root's: uniform)
+    laws = store.view(ids)
     w = torch.ones(B, dtype=torch.float64, device=device)
     node_of = torch.zeros(B, K, L, dtype=torch.int64, device=device)
     node_rows: list[torch.Tensor] = []
@@ -310,10 +406,14 @@ def score_selection(inputs: KernelInputs, split: str = "orders") -> ScoreSelecti
         v = drafts[cb, ck, t]
         q_v, p_v = q[parent, v], p[parent, v]
         after = rule.after[parent, :, ck] if rule.after is not None else torch.zeros_like(rule.weights[parent])
-        child = split_laws(laws[parent], rule.share[parent], rule.weights[parent], after, q_v)
-        # the realised law of the selected block's next token: q(v) E_G[S^k] / E_H[S^k]
-        d_v = q_v * child.total_moment / laws.total_moment[parent]
-        lost = ((child.total_mass - 1.0).abs() > PRECISION_TOL) | ~(d_v > 0) | ~torch.isfinite(d_v)
+        # the children's laws in exact rationals from the float rule's parameters (module
+        # docstring, "Exact score laws"), then their float views for the next depth's rules
+        ids, dv = store.children(
+            [ids[i] for i in parent.tolist()], rule.share[parent], rule.weights[parent], after, q_v
+        )
+        d_v = torch.tensor(dv, dtype=torch.float64, device=device)
+        child = store.view(ids)
+        lost = ~(d_v > 0) | ~torch.isfinite(d_v)
         unresolved[cb[lost]] = True
         d[parent, v] = d_v
         w = torch.where(d_v > 0, w[parent] * p_v / torch.where(d_v > 0, d_v, 1.0), 1.0).clamp_max(1.0)
@@ -324,8 +424,8 @@ def score_selection(inputs: KernelInputs, split: str = "orders") -> ScoreSelecti
     lb, lk = is_rep[:, :, L].nonzero(as_tuple=True)
     leaf[lb, lk] = torch.arange(lb.numel(), device=device)
     first = rep[:, :, L]
-    win = win_probabilities(laws[leaf.gather(1, first).reshape(-1)], B, K)
-    unresolved |= ~((win.sum(-1) - 1.0).abs() <= PRECISION_TOL)  # nan included
+    leaves = leaf.gather(1, first).tolist()
+    win = torch.tensor([store.win([ids[i] for i in row]) for row in leaves], dtype=torch.float64, device=device)
     return ScoreSelection(win, node_rows, node_of, first, shares, peel_fallbacks, unresolved)
 
 
@@ -417,11 +517,11 @@ def verify_near_opt_bv(
 
 
 __all__ = [
-    "PRECISION_TOL",
     "SELECTIONS",
     "ScoreSelection",
     "SelectedPath",
     "child_count_law",
+    "exact_children",
     "score_selection",
     "select_path",
     "verify_near_opt_bv",

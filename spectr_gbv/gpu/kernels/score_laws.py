@@ -8,12 +8,16 @@ node rule at u is the polymatroid rule of
     g_H(x) = \frac{\int_{\text{top } x \text{ of } H} s^k\, dH}{E_H[S^k]}, \qquad k = K - 1,
 
 (:class:`ScoreLaws`, a :class:`~spectr_gbv.gpu.kernels.coverage.NodeLaw` for
-:func:`~spectr_gbv.gpu.kernels.coverage.split_node_rule`), the children's laws are built
-by :func:`split_laws` and the selection probabilities of the K leaves by :func:`win_probabilities`.
+:func:`~spectr_gbv.gpu.kernels.coverage.split_node_rule`). The laws themselves are exact
+rationals (:mod:`spectr_gbv.reference.score_laws`; :func:`spectr_gbv.gpu.kernels.near_opt_bv.exact_children`
+builds the children's): a :class:`ScoreLaws` is their float64 view for the V-sized rule
+(:meth:`ScoreLaws.from_exact`).
 
 Layout. N laws at once: ``points`` float64 [N, P+1] nondecreasing breakpoints and ``density``
 float64 [N, P] >= 0, piece j being density ``density[:, j]`` on ``[points[:, j], points[:, j+1]]``
-(gaps have density 0; rows with fewer pieces are padded at the top with zero-width pieces).
+(gaps have density 0; rows with fewer pieces are padded at the top with zero-width pieces), and
+optionally ``mass`` float64 [N, P], the pieces' masses (a view of exact laws keeps them, so a
+piece narrower than float64 resolves, of zero width and density ``inf``, keeps its mass).
 Masses are counted in quantiles: the *bottom* quantile s is the score below which H has mass s,
 the *top* quantile x the score above which it has mass x.
 
@@ -23,17 +27,17 @@ a^i b^{k-i}` (no cancellation of :math:`b^{k+1} - a^{k+1}`), and a slice's momen
 its own end pieces (its middle part is a difference of cumulative sums only when it spans whole
 pieces), so :math:`g`, :math:`1 - g(1 - s)` and the vertices keep their relative precision.
 
-Complexity. One evaluation at M points per law: O(M log P) (``torch.searchsorted``). A split
-builds P + 1 + 2C breakpoints (C orders) and merges equal-density neighbours, O((P + C) C) per
-child; :func:`win_probabilities` costs O(K^3 S) per row over its S elementary segments.
+Complexity. One evaluation at M points per law: O(M log P) (``torch.searchsorted``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
+
+from spectr_gbv.reference.score_laws import ScoreLaw
 
 
 def _mean_power(a: torch.Tensor, b: torch.Tensor, k: int) -> torch.Tensor:
@@ -63,14 +67,18 @@ class ScoreLaws:
     points : Tensor, float64 [N, P+1]
         Nondecreasing breakpoints in [0, 1].
     density : Tensor, float64 [N, P]
-        Densities (>= 0); total mass 1 within rounding.
+        Densities (>= 0, ``inf`` for a zero-width piece of positive mass); total mass 1 within
+        rounding.
     k : int
         K - 1 >= 0 (k = 0: g(x) = x, the rule is d = q).
+    mass : Tensor, float64 [N, P], optional
+        The pieces' masses (default: density times width).
     """
 
     points: torch.Tensor
     density: torch.Tensor
     k: int
+    mass: torch.Tensor | None = None
     _cache: dict[str, torch.Tensor] = field(default_factory=dict, repr=False, compare=False)
 
     @staticmethod
@@ -79,12 +87,59 @@ class ScoreLaws:
         pts = torch.tensor([0.0, 1.0], dtype=torch.float64, device=device).expand(n, 2).contiguous()
         return ScoreLaws(pts, torch.ones(n, 1, dtype=torch.float64, device=device), k)
 
+    @staticmethod
+    def from_exact(laws: Sequence[ScoreLaw], k: int, device: torch.device | str = "cpu") -> ScoreLaws:
+        """Float64 views of exact laws (:mod:`spectr_gbv.reference.score_laws`), one per row.
+
+        The pieces' masses are kept as given (rounded once), not recomputed from densities, so a
+        piece narrower than float64 resolves around its score keeps its mass: it becomes a
+        zero-width piece (density ``inf``) at that score, and :meth:`g`, :meth:`tail` and
+        :meth:`vertex` stay accurate relative to the law's moment. Gaps are zero-mass pieces;
+        rows are padded at the top with zero-width, zero-mass pieces.
+
+        Parameters
+        ----------
+        laws : sequence of ScoreLaw
+            Normalised exact laws (N of them, N >= 1).
+        k : int
+            K - 1 >= 0.
+        device : torch.device or str
+
+        Returns
+        -------
+        ScoreLaws
+            N laws with explicit ``mass``.
+        """
+        pts, mass = [], []
+        for law in laws:
+            pp, mm = [float(law[0][0])], []
+            prev = law[0][0]
+            for lo, hi, m in law:
+                if lo > prev:
+                    pp.append(float(lo))
+                    mm.append(0.0)
+                pp.append(float(hi))
+                mm.append(float(m))
+                prev = hi
+            pts.append(pp)
+            mass.append(mm)
+        P = max(len(m) for m in mass)
+        for pp, mm in zip(pts, mass, strict=True):
+            mm += [0.0] * (P - len(mm))
+            pp += [pp[-1]] * (P + 1 - len(pp))
+        points = torch.tensor(pts, dtype=torch.float64, device=device)
+        masses = torch.tensor(mass, dtype=torch.float64, device=device)
+        width = points[:, 1:] - points[:, :-1]
+        safe = torch.where(width > 0, width, 1.0)
+        density = torch.where(width > 0, masses / safe, torch.where(masses > 0, torch.inf, 0.0))
+        return ScoreLaws(points, density, k, masses)
+
     def _get(self, name: str) -> torch.Tensor:
         c = self._cache
         if not c:
             pts, dens = self.points, self.density
             lo, hi = pts[:, :-1], pts[:, 1:]
-            mass = dens * (hi - lo)
+            mass = dens * (hi - lo) if self.mass is None else self.mass
             mom = mass * _mean_power(lo, hi, self.k)
             zero = torch.zeros_like(pts[:, :1])
             c["mass"] = mass
@@ -115,7 +170,8 @@ class ScoreLaws:
 
     def __getitem__(self, rows: torch.Tensor) -> ScoreLaws:
         """The laws ``rows`` (int64 or bool index)."""
-        return ScoreLaws(self.points[rows], self.density[rows], self.k)
+        mass = None if self.mass is None else self.mass[rows]
+        return ScoreLaws(self.points[rows], self.density[rows], self.k, mass)
 
     @property
     def multi(self) -> torch.Tensor:
@@ -191,157 +247,5 @@ class ScoreLaws:
         val = self.slice_moment(rest - qs, rest) / self.total_moment.unsqueeze(-1)
         return torch.where((qs > 0) & (rest > 0), val, 0.0)
 
-    def score_at(self, s: torch.Tensor) -> torch.Tensor:
-        """The score at bottom quantile ``s`` (float64 [N, M]; clamped to the support's range)."""
-        cb, P = self._get("cb"), self.num_pieces
-        s = s.contiguous()
-        j = torch.searchsorted(cb, s, side="left").clamp(1, P) - 1
-        lo, rho = _gather(self.points, j), _gather(self.density, j)
-        out = torch.where(rho > 0, lo + (s - _gather(cb, j)) / torch.where(rho > 0, rho, 1.0), lo)
-        return out.clamp(self.points[:, :1], self.points[:, -1:])
 
-    def cdf(self, s: torch.Tensor) -> torch.Tensor:
-        """Mass below the scores ``s`` (float64 [N, M])."""
-        cb, P = self._get("cb"), self.num_pieces
-        s = s.contiguous()
-        j = torch.searchsorted(self.points.contiguous(), s, side="right").clamp(1, P) - 1
-        lo, rho = _gather(self.points, j), _gather(self.density, j)
-        val = _gather(cb, j) + rho * (s - lo).clamp_min(0.0)
-        return val.clamp(_gather(cb, j), _gather(cb, j + 1))
-
-    def density_at(self, s: torch.Tensor) -> torch.Tensor:
-        """Density at the scores ``s`` (float64 [N, M]; 0 outside the support)."""
-        P = self.num_pieces
-        j = torch.searchsorted(self.points.contiguous(), s.contiguous(), side="right") - 1
-        inside = (j >= 0) & (j < P) & (s < self.points[:, -1:])
-        return torch.where(inside, _gather(self.density, j.clamp(0, P - 1)), 0.0)
-
-
-def _select_points(points: torch.Tensor, seg: torch.Tensor, keep: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Keep the breakpoints ``keep`` (bool [N, S+1]); ``seg[:, i]`` is the density of the piece ending at point i."""
-    cnt = keep.sum(-1)
-    width = max(2, int(cnt.max()))
-    order = torch.sort((~keep).to(torch.int8), dim=-1, stable=True).indices[:, :width]
-    pos = torch.arange(width, device=points.device).unsqueeze(0)
-    real = pos < cnt.unsqueeze(-1)
-    top = points.gather(1, order.gather(1, (cnt - 1).clamp_min(0).unsqueeze(-1)))
-    pts = torch.where(real, points.gather(1, order), top)
-    dens = torch.where(real, seg.gather(1, order), 0.0)
-    return pts, dens
-
-
-def _compact(points: torch.Tensor, density: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Drop zero-width pieces, then merge neighbours of equal density (padding to the longest row)."""
-    seg = torch.cat([torch.zeros_like(density[:, :1]), density], -1)
-    keep = torch.cat([torch.ones_like(points[:, :1], dtype=torch.bool), points[:, 1:] > points[:, :-1]], -1)
-    pts, seg = _select_points(points, seg, keep)
-    S1 = pts.shape[1]
-    cnt = torch.cat([torch.ones_like(pts[:, :1], dtype=torch.bool), pts[:, 1:] > pts[:, :-1]], -1).sum(-1)
-    pos = torch.arange(S1, device=pts.device).unsqueeze(0)
-    last = (cnt - 1).unsqueeze(-1)
-    nxt = torch.cat([seg[:, 1:], torch.zeros_like(seg[:, :1])], -1)
-    interior = (pos > 0) & (pos < last)
-    keep2 = (pos <= last) & ~(interior & (seg == nxt))
-    pts, seg = _select_points(pts, seg, keep2)
-    return pts, seg[:, 1:]
-
-
-def split_laws(
-    parent: ScoreLaws, share: torch.Tensor, weights: torch.Tensor, after: torch.Tensor, q_v: torch.Tensor
-) -> ScoreLaws:
-    r"""Children's score laws :math:`G_{uv}` (:func:`spectr_gbv.reference.near_opt_bv.child_law`), N at once.
-
-    .. math::
-        q(v) G_{uv} = \lambda q(v) H + (1 - \lambda) \sum_i \mu_i H|_{\text{bottom quantiles }
-        [R_i, R_i + q(v)]},
-
-    :math:`R_i` the q-mass after v in order i (the top-quantile slice
-    :math:`[Q_i(<v), Q_i(<v) + q(v))` of the reference). The child's density is H's times the
-    piecewise-constant factor :math:`\lambda + (1 - \lambda) \sum_{i: s \in \text{slice}_i}
-    \mu_i / q(v)`, on H's breakpoints and the slices' ends.
-
-    Parameters
-    ----------
-    parent : ScoreLaws
-        H of each child's parent, N laws.
-    share : Tensor, float64 [N]
-        :math:`\lambda`.
-    weights : Tensor, float64 [N, C]
-        :math:`\mu_i` (0 in unused columns).
-    after : Tensor, float64 [N, C]
-        :math:`R_i`.
-    q_v : Tensor, float64 [N]
-        q(v) > 0.
-
-    Returns
-    -------
-    ScoreLaws
-        N laws (masses 1 within rounding), zero-width pieces dropped and equal neighbours merged.
-    """
-    used = (weights > 0).any(0)
-    cols = used.nonzero().squeeze(-1)
-    weights, after = weights[:, cols], after[:, cols]
-    active = weights > 0
-    lo = parent.score_at(after)
-    hi = parent.score_at(after + q_v.unsqueeze(-1))
-    bottom = parent.points[:, :1].expand_as(lo)
-    lo, hi = torch.where(active, lo, bottom), torch.where(active, hi, bottom)
-    pts = torch.sort(torch.cat([parent.points, lo, hi], -1), -1).values
-    mid = 0.5 * (pts[:, 1:] + pts[:, :-1])
-    rho = parent.density_at(mid)
-    inside = active.unsqueeze(1) & (lo.unsqueeze(1) < mid.unsqueeze(-1)) & (mid.unsqueeze(-1) < hi.unsqueeze(1))
-    mix = (inside.to(torch.float64) * weights.unsqueeze(1)).sum(-1)
-    factor = share.unsqueeze(-1) + (1.0 - share).unsqueeze(-1) * mix / q_v.unsqueeze(-1)
-    pts, dens = _compact(pts, rho * factor)
-    return ScoreLaws(pts, dens, parent.k)
-
-
-def win_probabilities(laws: ScoreLaws, B: int, K: int) -> torch.Tensor:
-    r"""P(score k is the largest) for K independent scores per row, B rows at once.
-
-    The batched counterpart of :func:`spectr_gbv.reference.score_laws.win_probabilities`.
-
-    :math:`P_k = \int \prod_{j \ne k} F_j\, dG_k`, exactly per elementary segment of the union of
-    the K laws' breakpoints (there every :math:`F_j` is linear and every density constant).
-
-    Parameters
-    ----------
-    laws : ScoreLaws
-        B K laws, row-major ``[b * K + k]``.
-    B, K : int
-
-    Returns
-    -------
-    Tensor, float64 [B, K]
-        Rows summing to 1 within rounding.
-    """
-    P1 = laws.points.shape[1]
-    u = torch.sort(laws.points.reshape(B, K * P1), -1).values  # [B, S+1]
-    S = u.shape[1] - 1
-    left = u[:, :-1]
-    width = (u[:, 1:] - left).clamp_min(0.0)  # [B, S]
-    mid = 0.5 * (u[:, 1:] + left)
-
-    def rep(x: torch.Tensor) -> torch.Tensor:  # [B, S] -> [B K, S]
-        return x.unsqueeze(1).expand(B, K, S).reshape(B * K, S)
-
-    F = laws.cdf(rep(left)).view(B, K, S)
-    rho = laws.density_at(rep(mid)).view(B, K, S)
-    out = torch.zeros(B, K, dtype=torch.float64, device=u.device)
-    powers = [width ** (i + 1) / (i + 1) for i in range(K)]
-    for k in range(K):
-        poly = [torch.ones_like(width)]  # coefficients in (s - left)
-        for j in range(K):
-            if j == k:
-                continue
-            nxt = [torch.zeros_like(width) for _ in range(len(poly) + 1)]
-            for i, c in enumerate(poly):
-                nxt[i] = nxt[i] + c * F[:, j]
-                nxt[i + 1] = nxt[i + 1] + c * rho[:, j]
-            poly = nxt
-        integral = sum((c * powers[i] for i, c in enumerate(poly)), torch.zeros_like(width))
-        out[:, k] = (rho[:, k] * integral).sum(-1)
-    return out
-
-
-__all__ = ["ScoreLaws", "split_laws", "win_probabilities"]
+__all__ = ["ScoreLaws"]

@@ -5,7 +5,8 @@ r"""The ``near_opt_bv`` kernel: its score-law node rules, its count-law walk, an
   2..4, score laws H taken from the reference's child laws up to two levels down, targets w p
   with zeros and ties), for both splits (``"orders"``: the reference default, lexicographic
   base; ``"proportional"``): d, the share and the moments k = 0..3 of every child's law
-  (:func:`~spectr_gbv.gpu.kernels.score_laws.split_laws`) equal the exact reference
+  (:func:`~spectr_gbv.gpu.kernels.near_opt_bv.exact_children`, exact from the rule's floats)
+  equal the exact reference
   (:func:`~spectr_gbv.reference.coverage.mixture_rule` ``"lex"`` /
   :func:`~spectr_gbv.reference.coverage.proportional_rule`, :func:`~spectr_gbv.reference.near_opt_bv.child_law`)
   within 1e-9.
@@ -13,6 +14,12 @@ r"""The ``near_opt_bv`` kernel: its score-law node rules, its count-law walk, an
   instances (n in 3..4, L = 3, K in 2..4): the rows along every draft and the win probabilities
   equal :func:`spectr_gbv.reference.near_opt_bv.score_tree` and
   :func:`spectr_gbv.reference.score_laws.win_probabilities` within 1e-9; K = 1 gives d = q.
+* Narrow score laws (the real pair's precision bug): drafts of tokens with q = 1e-3 and target
+  probability ~1e-11 (L = 3..6), where float64 laws lost their mass: no fallback, the win
+  probabilities equal the reference's exactly (as floats), the rows within 1e-9 (drafted entries
+  1e-11); a law sliced six times by 1e-3 keeps g to 1e-15 in its float view and its rule's d
+  equals the exact children's entries within 1e-12 relative; the V = 16, L = 8 failing shape
+  is verified by the scores and rejected; an underflowing entry falls back to the walk.
 * Count-law node rule (the walk): :func:`~spectr_gbv.gpu.kernels.coverage.mixture_node_rule` with ``"ratio"``
   priority on 90 random nodes in ONE padded batch (n in 2..7, a random law of the number of
   drafts on 1..4, a sub-probability target w p with w in (0, 1], zeros and tie-heavy kinds)
@@ -40,15 +47,28 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from spectr_gbv.core.instance import random_instance  # noqa: E402
+from spectr_gbv.gpu.kernels import near_opt_bv as kernel  # noqa: E402
 from spectr_gbv.gpu.kernels import verify  # noqa: E402
 from spectr_gbv.gpu.kernels.common import TorchUniforms, validate_inputs  # noqa: E402
 from spectr_gbv.gpu.kernels.coverage import CountLaw, mixture_node_rule, split_node_rule  # noqa: E402
-from spectr_gbv.gpu.kernels.near_opt_bv import score_selection, select_path, verify_near_opt_bv  # noqa: E402
-from spectr_gbv.gpu.kernels.score_laws import ScoreLaws, split_laws  # noqa: E402
+from spectr_gbv.gpu.kernels.near_opt_bv import (  # noqa: E402
+    exact_children,
+    score_selection,
+    select_path,
+    verify_near_opt_bv,
+)
+from spectr_gbv.gpu.kernels.score_laws import ScoreLaws  # noqa: E402
 from spectr_gbv.reference.base import VerifyInput  # noqa: E402
 from spectr_gbv.reference.coverage import mixture_rule, proportional_rule  # noqa: E402
 from spectr_gbv.reference.near_opt_bv import ScoreNode, child_law, path_rules, score_tree  # noqa: E402
-from spectr_gbv.reference.score_laws import UNIFORM, ScoreCoverage, ScoreLaw, moment, win_probabilities  # noqa: E402
+from spectr_gbv.reference.score_laws import (  # noqa: E402
+    UNIFORM,
+    ScoreCoverage,
+    ScoreLaw,
+    moment,
+    split_law,
+    win_probabilities,
+)
 from tests.gpu.kernels.test_kernels_helpers import batch_tensors, float_rows, sample_drafts  # noqa: E402
 
 NODES, WIDTH, KMAX, ATOL = 90, 7, 4, 1e-9
@@ -213,26 +233,6 @@ def random_score_law(rng: random.Random, K: int, depth: int, priority: str, spli
     return law
 
 
-def score_laws(laws: list[ScoreLaw], k: int) -> ScoreLaws:
-    """Reference laws as one padded batch (gaps as zero-density pieces, padding at the top)."""
-    pts, dens = [], []
-    for law in laws:
-        pp, dd = [float(law[0][0])], []
-        for lo, hi, m in law:
-            if float(lo) > pp[-1]:
-                pp.append(float(lo))
-                dd.append(0.0)
-            pp.append(float(hi))
-            dd.append(float(m / (hi - lo)))
-        pts.append(pp)
-        dens.append(dd)
-    P = max(len(d) for d in dens)
-    for pp, dd in zip(pts, dens, strict=True):
-        dd += [0.0] * (P - len(dd))
-        pp += [pp[-1]] * (P + 1 - len(pp))
-    return ScoreLaws(torch.tensor(pts, dtype=torch.float64), torch.tensor(dens, dtype=torch.float64), k)
-
-
 @pytest.mark.parametrize(("split", "priority", "ref_split"), SPLIT_CASES)
 def test_score_node_rule_and_child_laws_equal_the_exact_reference(split, priority, ref_split):
     rng = random.Random(18)
@@ -249,7 +249,7 @@ def test_score_node_rule_and_child_laws_equal_the_exact_reference(split, priorit
     checked = shared = 0
     for K in (2, 3, 4):
         sub = [c for c in cases if c[3] == K]
-        laws = score_laws([c[2] for c in sub], K - 1)
+        laws = ScoreLaws.from_exact([c[2] for c in sub], K - 1)
         t, q = padded([c[0] for c in sub]), padded([c[1] for c in sub])
         marked = torch.where(q > 0, torch.arange(WIDTH), q.argmax(-1, keepdim=True))
         rule = split_node_rule(t, q, laws, split=split, marked=marked)
@@ -262,11 +262,12 @@ def test_score_node_rule_and_child_laws_equal_the_exact_reference(split, priorit
             node = ScoreNode(d_ref, share, orders, law, Fraction(1))
             one = torch.tensor([i])
             for v in (v for v in range(len(qq)) if qq[v] > 0):
-                child = split_laws(laws[one], rule.share[one], rule.weights[one], rule.after[one, :, v], q[one, v])
+                args = [rule.share[one].tolist(), rule.weights[one].tolist(), rule.after[one, :, v].tolist()]
+                child = exact_children([law], [0], *args, q[one, v].tolist())[0]
                 exact = child_law(node, tuple(qq), v)
+                assert sum(m for _, _, m in child) == 1
                 for j in range(4):
-                    got = ScoreLaws(child.points, child.density, j).total_moment
-                    assert abs(float(got[0]) - float(moment(exact, j))) <= ATOL, (tt, qq, v, j)
+                    assert abs(float(moment(child, j)) - float(moment(exact, j))) <= ATOL, (tt, qq, v, j)
                 checked += 1
     assert checked >= 150
     assert (shared > 0) == (split == "proportional")
@@ -309,18 +310,21 @@ def test_score_selection_with_one_draft_is_block_verification():
     assert torch.allclose(rows, inputs.draft_probs[:, 0].to(torch.float64), rtol=0, atol=1e-15)
 
 
+def _off_target_setup(V: int, K: int, L: int, seed: int, tiny: float):
+    """A seeded generator, zero drafts and q, and p (almost) one-hot on the token V - 1 (batch of 1)."""
+    p = torch.full((1, K, L + 1, V), tiny, dtype=torch.float64)
+    p[..., V - 1] = 1.0
+    drafts, q = torch.zeros(1, K, L, dtype=torch.int64), torch.zeros(1, K, L, V, dtype=torch.float64)
+    return torch.Generator().manual_seed(seed), drafts, q, p / p.sum(-1, keepdim=True)
+
+
 def _off_draft_rows(V: int = 16, K: int = 3, L: int = 8, seed: int = 0, tiny: float = 1e-11):
     """Distinct root tokens, q a random softmax with q(V - 1) = 0, p = (almost) one-hot on V - 1.
 
     The shape of the real pair's failing iterations: every drafted token has target probability
     ``tiny`` / (1 + (V - 1) tiny), so the score laws narrow at every depth.
     """
-    g = torch.Generator().manual_seed(seed)
-    drafts = torch.zeros(1, K, L, dtype=torch.int64)
-    q = torch.zeros(1, K, L, V, dtype=torch.float64)
-    p = torch.full((1, K, L + 1, V), tiny, dtype=torch.float64)
-    p[..., V - 1] = 1.0
-    p = p / p.sum(-1, keepdim=True)
+    g, drafts, q, p = _off_target_setup(V, K, L, seed, tiny)
     for k in range(K):
         for t in range(L):
             row = torch.softmax(torch.randn(V, generator=g, dtype=torch.float64), -1)
@@ -330,26 +334,101 @@ def _off_draft_rows(V: int = 16, K: int = 3, L: int = 8, seed: int = 0, tiny: fl
     return drafts, q, p
 
 
-@pytest.mark.parametrize("seed", [0, 1])
-def test_narrow_score_laws_fall_back_to_block_verification_of_draft_zero(seed):
-    # Regression (real pair, full vocabulary): the float64 score laws lost their mass, the win
-    # probabilities vanished and the selected draft was accepted whole although every drafted
-    # token has target probability ~1e-11. The guard must catch it and run the walk instead.
-    drafts, q, p = _off_draft_rows(seed=seed)
-    sel = score_selection(validate_inputs(drafts, q, p, torch.Generator()))
-    assert sel.unresolved.tolist() == [True]
+def _rare_rows(L: int, seed: int, V: int = 5, K: int = 3, rare: float = 1e-3, tiny: float = 1e-11):
+    """Every drafted token has draft probability ``rare`` and target probability ~``tiny``.
+
+    Distinct root tokens; p (almost) one-hot on the undrafted token V - 1. The score laws
+    narrow by a factor ``rare`` per depth: the old float64 laws lost their mass from L = 3 on.
+    """
+    g, drafts, q, p = _off_target_setup(V, K, L, seed, tiny)
+    for k in range(K):
+        for t in range(L):
+            tok = k if t == 0 else int(torch.randint(V - 1, (1,), generator=g))
+            row = torch.rand(V, generator=g, dtype=torch.float64) + 0.5
+            row[V - 1] = row[tok] = 0.0
+            row = row / row.sum() * (1 - rare)
+            row[tok] = rare
+            q[0, k, t], drafts[0, k, t] = row, tok
+    return drafts, q, p
+
+
+@pytest.mark.parametrize(("L", "seed"), [(3, 0), (4, 1), (6, 0)])
+def test_narrow_score_laws_keep_their_mass_and_equal_the_reference(L, seed):
+    # Regression (real pair, full vocabulary): float64 score laws lost their mass at depth, the
+    # win probabilities vanished and the selected draft was accepted whole although every
+    # drafted token has target probability ~1e-11. The exact laws along the drafts keep it.
+    drafts, q, p = _rare_rows(L, seed)
+    sel = score_selection(validate_inputs(drafts, q, p, None))
+    assert not bool(sel.unresolved.any())
+    batch = VerifyInput(drafts[0].numpy(), q[0].numpy(), p[0].numpy(), False)
+    nodes, leaves = score_tree(batch, "lex", "bv", "orders")
+    assert [float(x) for x in win_probabilities(leaves)] == sel.win[0].tolist()
+    for k in range(3):
+        x, rows = batch.draft(k), sel.rows(torch.full((1,), k))[0]
+        for t in range(L):
+            ref = torch.tensor([float(a) for a in nodes[x[:t]].d], dtype=torch.float64)
+            # drafted entries within 1e-11; where the laws' K-effect g(x) - x is ~1e-10 the float
+            # rule's near-tie decisions may pick a slightly different (equally realised) base
+            assert abs(float(ref[x[t]]) - float(rows[t, x[t]])) <= 1e-11 * float(ref[x[t]]) + 1e-11
+            assert float((ref - rows[t]).abs().max()) <= 1e-9
+
+
+def _narrow_law(depth: int, rare: Fraction) -> ScoreLaw:
+    """The uniform law sliced ``depth`` times: a mixture keeping a share 1/3 of each parent, else its top slice."""
+    law = UNIFORM
+    for i in range(depth):
+        law = split_law(law, Fraction(1, 3) if i % 2 else Fraction(0), [(Fraction(1), Fraction(i, 7) * rare)], rare)
+    return law
+
+
+@pytest.mark.parametrize("depth", [2, 4, 6])
+def test_float_view_of_a_narrow_law_keeps_g_and_realises_its_rule(depth):
+    # The V-sized rule reads the exact law through its float64 view (masses kept): g to 1e-15
+    # against the exact coverage, and each child's entry of the rule's d equal, within 1e-12
+    # relative, to q(v) E_G[S^k] / E_H[S^k] of the exact child law built from the rule's floats.
+    law, K, n = _narrow_law(depth, Fraction(1, 1000)), 3, 5
+    view = ScoreLaws.from_exact([law], K - 1)
+    cov = ScoreCoverage(law, K - 1)
+    xs = [Fraction(i, 10) for i in range(1, 10)]
+    got = view.g(torch.tensor([[float(x) for x in xs]], dtype=torch.float64))[0].tolist()
+    assert max(abs(a - float(cov(x))) for a, x in zip(got, xs, strict=True)) <= 1e-15
+    rng = random.Random(depth)
+    qq, pp = _row(rng, n, 0.0, 1000), _row(rng, n, 0.2, 1000)
+    q, t = padded([qq]), padded([pp])
+    marked = torch.where(q > 0, torch.arange(WIDTH), q.argmax(-1, keepdim=True))
+    rule = split_node_rule(t, q, view, split="orders", marked=marked)
+    for v in range(n):
+        args = [rule.share.tolist(), rule.weights.tolist(), rule.after[:, :, v].tolist(), [float(q[0, v])]]
+        child = exact_children([law], [0], *args)[0]
+        real = float(Fraction(float(q[0, v])) * moment(child, K - 1) / moment(law, K - 1))
+        assert abs(real - float(rule.d[0, v])) <= 1e-12 * real
+
+
+def test_narrow_rows_are_verified_by_the_scores_and_rejected():
+    drafts, q, p = _off_draft_rows()  # the real pair's failing shape at V = 16, L = 8
     reps = 64
     rows = [x.expand(reps, *x.shape[1:]).contiguous() for x in (drafts, q, p)]
-    out = verify("near_opt_bv", *rows, generator=torch.Generator().manual_seed(seed))
-    assert int(out.diagnostics["precision_fallbacks"]) == reps
-    # the same uniform stream: the score draw [B] first, then the walk's
-    inputs = validate_inputs(*rows, None)
-    uniforms = TorchUniforms(inputs.device, torch.Generator().manual_seed(seed))
-    uniforms(reps)
-    walk = select_path(inputs, uniforms)
-    assert torch.equal(out.draft_index, walk.draft_index)
+    out = verify("near_opt_bv", *rows, generator=torch.Generator().manual_seed(0))
+    assert int(out.diagnostics["precision_fallbacks"]) == 0
     assert int(out.num_accepted.max()) == 0  # P(accept the first token) ~ 1e-11 / d(x_1)
     assert (out.tokens[:, 0] == 15).all()  # the residual: p's one-hot token
+
+
+def test_underflowing_entries_fall_back_to_the_walk(monkeypatch):
+    # The remaining guard: a drafted entry d(v) that is not a positive float64 (here a child law
+    # on [0, 1e-400], whose moment ratio underflows) sends the row to the walk.
+    dust = ((Fraction(0), Fraction(1, 10**400), Fraction(1)),)
+    monkeypatch.setattr(kernel, "exact_children", lambda parents, parent, *rest: [dust] * len(parent))
+    drafts, q, p = _rare_rows(3, 0)
+    reps = 16
+    rows = [x.expand(reps, *x.shape[1:]).contiguous() for x in (drafts, q, p)]
+    assert bool(score_selection(validate_inputs(*rows, None)).unresolved.all())
+    out = verify("near_opt_bv", *rows, generator=torch.Generator().manual_seed(5))
+    assert int(out.diagnostics["precision_fallbacks"]) == reps
+    inputs = validate_inputs(*rows, None)
+    uniforms = TorchUniforms(inputs.device, torch.Generator().manual_seed(5))
+    uniforms(reps)  # the same stream: the score draw [B] first, then the walk's
+    assert torch.equal(out.draft_index, select_path(inputs, uniforms).draft_index)
 
 
 def test_benign_rows_do_not_fall_back():
