@@ -200,7 +200,7 @@ def win_probabilities(laws: Sequence[ScoreLaw]) -> list[Fraction]:
     :math:`P_k = \int \prod_{j \ne k} F_j(s)\, dG_k(s)`, integrated exactly piece by piece (on
     each elementary segment every F_j is linear and every density constant, so the integrand is
     a polynomial of degree K - 1). Ties have probability 0. One sweep over the S elementary
-    segments of the union of the breakpoints: O(S K^2 + sum of the laws' sizes) operations.
+    segments of the union of the breakpoints: O(S K^3 + sum of the laws' sizes) operations.
 
     Parameters
     ----------

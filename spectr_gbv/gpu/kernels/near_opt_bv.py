@@ -43,16 +43,17 @@ exact. The next depth's rule reads each law through its float64 view
 a piece narrower than float64 resolves keeps its mass and g keeps its absolute precision).
 Losslessness under rounding: a row d is the law the float rule realises
 (:math:`\lambda q + (1 - \lambda) \sum_i \mu_i v_{\sigma_i}`, the vertices computed as slice
-moments of H's view, within 1e-12 relative of the exact children's entries), at the drafted
+moments of H's view, within float64 rounding of the exact children's entries), at the drafted
 children the entry is the exact one, and the selection draws with the exact win probabilities
 of the exact laws. The rounding of the rule's parameters makes :math:`\sum_v q(v) G_{uv}` equal H
 within float64 rounding of the parameters (not of the laws' widths), so the drafts' scores are
 uniform within that rounding at every depth.
 
 Guard. A batch row whose drafted entry :math:`d(v)` is not a positive, finite float64 (an exact
-moment ratio below the float64 range) is verified by the walk instead (``precision_fallbacks``
-in the diagnostics); on such a row the output law is within total variation P(fallback) of p.
-On the real pair at L = 8 no row falls back (docs/near_opt_bv.md, "On the real pair").
+moment ratio below the float64 range), or whose float rule returned a non-finite entry, is
+verified by the walk instead (``precision_fallbacks`` in the diagnostics); on such a row the
+output law is within total variation P(fallback) of p. On the real pair at L = 8 no row falls
+back (docs/near_opt_bv.md, "On the real pair").
 
 **Walk** (``selection="walk"``, the first version; :func:`select_path`). Walk down the trie for
 t = 0..L-1, at the node u of the path so far:
@@ -78,7 +79,7 @@ B K): the lexicographic base by hull pruning (rounds of O(n log n)), P peels of 
 (module :mod:`spectr_gbv.gpu.kernels.coverage`), each evaluation of g O(log P_H) per token for a
 law of P_H pieces (P_H grows by at most 2 per order per level); a child's exact split
 O((P_H + C) log(P_H + C)) rational operations (C orders); the exact win probabilities
-O(K^2 S) rational operations per row over its S elementary segments (on the CPU, the laws' few
+O(K^3 S) rational operations per row over its S elementary segments (on the CPU, the laws' few
 pieces per draft moved there). The walk: one count-law node rule per row, plus
 O(B (P K + K^2 + V)). Block verification: O(B L V).
 """
@@ -230,10 +231,10 @@ class ScoreSelection:
     Attributes
     ----------
     win : Tensor, float64 [B, K]
-        P(draft k has the largest score) (rows sum to 1 within rounding; duplicate drafts share).
+        P(draft k has the largest score), exact, rounded to float64 (duplicate drafts share).
     node_rows : list of Tensor, float64 [N_t, V]
         Per depth t = 0..L-1: r(.|u) at the N_t distinct prefixes u of length t (batch-major,
-        then by lowest draft index), with the drafted children's entries from their float
+        then by lowest draft index), with the drafted children's entries from their exact
         child laws' moments.
     node_of : Tensor, int64 [B, K, L]
         ``node_of[b, k, t]``: the row of ``node_rows[t]`` of draft k's prefix of length t.
@@ -274,10 +275,11 @@ def exact_children(
 
     Child i of node ``parent[i]`` (law ``parents[parent[i]]``) gets
     :func:`spectr_gbv.reference.score_laws.split_law` with :math:`\lambda` = ``share[i]``, one
-    top-quantile slice :math:`[1 - R_j - q(v), 1 - R_j]` of weight ``weights[i][j]`` per used
-    order (:math:`R_j` = ``after[i][j]``, the q-mass after v in order j) and ``q_v[i]``, every
-    float converted exactly. The laws along the drafted paths therefore never lose mass or
-    resolution however narrow they become (module docstring, "Exact score laws").
+    top-quantile slice :math:`[a_j, a_j + q(v)]`, :math:`a_j = 1 - q(v) - R_j` clipped to
+    :math:`[0, 1 - q(v)]`, of weight ``weights[i][j]`` per used order (:math:`R_j` =
+    ``after[i][j]``, the q-mass after v in order j) and ``q_v[i]``, every float converted exactly.
+    The laws along the drafted paths therefore never lose mass or resolution however narrow
+    they become (module docstring, "Exact score laws").
 
     Parameters
     ----------
@@ -296,7 +298,14 @@ def exact_children(
     out = []
     for i, node in enumerate(parent):
         qv = Fraction(q_v[i])
-        slices = [(Fraction(mu), 1 - Fraction(r) - qv) for mu, r in zip(weights[i], after[i], strict=True) if mu > 0]
+        # clipped to [0, 1 - q(v)]: R is a float suffix sum, and where q(v) is below its rounding
+        # (q(v) < ~1e-16) the unclipped slice could leave H's mass and be empty
+        top = 1 - qv
+        slices = [
+            (Fraction(mu), min(max(top - Fraction(r), Fraction(0)), top))
+            for mu, r in zip(weights[i], after[i], strict=True)
+            if mu > 0
+        ]
         out.append(split_law(parents[node], Fraction(share[i]), slices, qv))
     return out
 
@@ -333,10 +342,10 @@ class _ExactLaws:
             key = (pid, lam, tuple(mu), tuple(r), qv)
             if key not in self._children:
                 law = exact_children([self.laws[pid]], [0], [lam], [mu], [r], [qv])[0]
-                ratio = Fraction(qv) * moment(law, self.k) / self.moments[pid]
+                mom = moment(law, self.k)
                 self.laws.append(law)
-                self.moments.append(moment(law, self.k))
-                self._children[key] = (len(self.laws) - 1, float(ratio))
+                self.moments.append(mom)
+                self._children[key] = (len(self.laws) - 1, float(Fraction(qv) * mom / self.moments[pid]))
             cid, d = self._children[key]
             out_ids.append(cid)
             out_d.append(d)
@@ -415,6 +424,7 @@ def score_selection(inputs: KernelInputs, split: str = "orders") -> ScoreSelecti
         child = store.view(ids)
         lost = ~(d_v > 0) | ~torch.isfinite(d_v)
         unresolved[cb[lost]] = True
+        unresolved[nb[~torch.isfinite(d).all(-1)]] = True  # a float rule that did not evaluate
         d[parent, v] = d_v
         w = torch.where(d_v > 0, w[parent] * p_v / torch.where(d_v > 0, d_v, 1.0), 1.0).clamp_max(1.0)
         node_rows.append(d)
@@ -444,7 +454,7 @@ def verify_near_opt_bv(
         Rows of drafts sharing a prefix must agree there (the lowest-index draft's are read).
     uniforms : UniformSource
         ``"score"``: draws [B] once (the selected draft, by its win probability), then, when a
-        row falls back (module docstring, "Precision guard"), the walk's L draws over the rows
+        row falls back (module docstring, "Guard"), the walk's L draws over the rows
         that fall back; ``"walk"``:
         [B] once per depth (the order of each node's mixture; L draws, :func:`select_path`);
         then [B, L] (block verification's eta) and [B] (final token).
@@ -459,8 +469,8 @@ def verify_near_opt_bv(
         ``draft_index`` = the lowest-index draft equal to the selected one (``"score"``) or
         carrying the selected path (``"walk"``). ``diagnostics``: ``residual_fallbacks``
         (identically-zero BV residual: target row used), ``peel_fallbacks`` and
-        ``precision_fallbacks`` (rows verified by the walk because the float64 score laws lost
-        precision; always 0 with ``"walk"``). K = 1 is BV
+        ``precision_fallbacks`` (rows verified by the walk, module docstring "Guard"; always 0
+        with ``"walk"``). K = 1 is BV
         (d = q); at L = 1 the expected accepted count is OPT(K). Complexity: module docstring.
 
     Raises
@@ -489,7 +499,7 @@ def verify_near_opt_bv(
         pick = sample_categorical(safe, uniforms(B))
         k = sel.first[b, pick]
         rows, peel_fallbacks = sel.rows(k), sel.peel_fallbacks
-        if bool(bad.any()):  # the walk on those rows instead (module docstring, "Precision guard")
+        if bool(bad.any()):  # the walk on those rows instead (module docstring, "Guard")
             sub = KernelInputs(inputs.drafts[bad], inputs.draft_probs[bad], inputs.target_probs[bad])
             walk = select_path(sub, uniforms)
             k, rows = k.clone(), rows.clone()

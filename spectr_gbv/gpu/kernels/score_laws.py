@@ -94,7 +94,10 @@ class ScoreLaws:
         The pieces' masses are kept as given (rounded once), not recomputed from densities, so a
         piece narrower than float64 resolves around its score keeps its mass: it becomes a
         zero-width piece (density ``inf``) at that score, and :meth:`g`, :meth:`tail` and
-        :meth:`vertex` stay accurate relative to the law's moment. Gaps are zero-mass pieces;
+        :meth:`vertex` stay accurate relative to the law's moment. Scores are divided by the
+        law's top score, which leaves g, the tail and the vertices unchanged (ratios of moments
+        of one order) and keeps the moments of a law near 0 from underflowing; the view's
+        :attr:`total_moment` is therefore that of the rescaled law. Gaps are zero-mass pieces;
         rows are padded at the top with zero-width, zero-mass pieces.
 
         Parameters
@@ -112,13 +115,14 @@ class ScoreLaws:
         """
         pts, mass = [], []
         for law in laws:
-            pp, mm = [float(law[0][0])], []
+            top = law[-1][1]  # scores divided by the top one: g is scale-free, and the moments
+            pp, mm = [float(law[0][0] / top)], []  # of a law near 0 then do not underflow
             prev = law[0][0]
             for lo, hi, m in law:
                 if lo > prev:
-                    pp.append(float(lo))
+                    pp.append(float(lo / top))
                     mm.append(0.0)
-                pp.append(float(hi))
+                pp.append(float(hi / top))
                 mm.append(float(m))
                 prev = hi
             pts.append(pp)
@@ -215,11 +219,13 @@ class ScoreLaws:
         out = self._apply(self._bottom_moment, s.clamp_min(0.0))
         return out / self.total_moment.view((-1,) + (1,) * (s.dim() - 1))
 
-    def slice_moment(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    def slice_moment(self, a: torch.Tensor, b: torch.Tensor, width: torch.Tensor | None = None) -> torch.Tensor:
         """Moment of H between its bottom quantiles ``a <= b`` (float64 [N, M]; unnormalised).
 
-        Within one piece the slice's own term; across pieces its two end parts plus the whole
-        pieces between them (a difference of cumulative sums, exactly 0 when there are none).
+        Within one piece the slice's own term (its mass ``width``, default ``b - a``: pass the
+        mass itself when ``a`` was computed as ``b`` minus it, so a tiny slice keeps its
+        relative precision); across pieces its two end parts plus the whole pieces between
+        them (a difference of cumulative sums, exactly 0 when there are none).
         """
         cb, mb, P = self._get("cb"), self._get("mb"), self.num_pieces
         mass = self._get("mass")
@@ -232,7 +238,7 @@ class ScoreLaws:
         sa = torch.where(rho_a > 0, lo_a + (a - base_a) / safe_a, lo_a)
         # same piece
         sb_same = torch.where(rho_a > 0, lo_a + (b - base_a) / safe_a, lo_a)
-        same = (b - a).clamp_min(0.0) * _mean_power(sa, sb_same, self.k)
+        same = ((b - a) if width is None else width).clamp_min(0.0) * _mean_power(sa, sb_same, self.k)
         # across pieces: top of piece ia, whole pieces ia+1..ib-1, bottom of piece ib
         top_a = (_gather(mass, ia) - (a - base_a)).clamp_min(0.0)
         hi_a = _gather(self.points, ia + 1)
@@ -244,7 +250,7 @@ class ScoreLaws:
 
     def vertex(self, qs: torch.Tensor, rest: torch.Tensor) -> torch.Tensor:
         """The moment of the bottom-quantile slice ``[rest - qs, rest]`` over the whole ([N, n])."""
-        val = self.slice_moment(rest - qs, rest) / self.total_moment.unsqueeze(-1)
+        val = self.slice_moment(rest - qs, rest, torch.minimum(qs, rest)) / self.total_moment.unsqueeze(-1)
         return torch.where((qs > 0) & (rest > 0), val, 0.0)
 
 

@@ -19,7 +19,9 @@ r"""The ``near_opt_bv`` kernel: its score-law node rules, its count-law walk, an
   probabilities equal the reference's exactly (as floats), the rows within 1e-9 (drafted entries
   1e-11); a law sliced six times by 1e-3 keeps g to 1e-15 in its float view and its rule's d
   equals the exact children's entries within 1e-12 relative; the V = 16, L = 8 failing shape
-  is verified by the scores and rejected; an underflowing entry falls back to the walk.
+  is verified by the scores and rejected; an underflowing entry falls back to the walk; a
+  drafted q(v) = 1e-20 keeps a slice (no exception), and K = 8 drafts of q = 1e-15 tokens (laws
+  near score 0) keep finite rows.
 * Count-law node rule (the walk): :func:`~spectr_gbv.gpu.kernels.coverage.mixture_node_rule` with ``"ratio"``
   priority on 90 random nodes in ONE padded batch (n in 2..7, a random law of the number of
   drafts on 1..4, a sub-probability target w p with w in (0, 1], zeros and tie-heavy kinds)
@@ -412,6 +414,40 @@ def test_narrow_rows_are_verified_by_the_scores_and_rejected():
     assert int(out.diagnostics["precision_fallbacks"]) == 0
     assert int(out.num_accepted.max()) == 0  # P(accept the first token) ~ 1e-11 / d(x_1)
     assert (out.tokens[:, 0] == 15).all()  # the residual: p's one-hot token
+
+
+def test_a_drafted_token_below_the_rounding_of_its_order_keeps_a_slice():
+    # Review regression: with q(v) = 1e-20 first in an order, the float suffix sum R rounds so
+    # that 1 - q(v) - R < 0; the unclipped slice was empty and split_law raised.
+    q = torch.tensor([1e-20, 0.6, 0.4 - 1e-20], dtype=torch.float64).expand(1, 2, 1, 3).contiguous()
+    p = torch.tensor([0.5, 0.25, 0.25], dtype=torch.float64).expand(1, 2, 2, 3).contiguous()
+    drafts = torch.tensor([[[0], [1]]])
+    sel = score_selection(validate_inputs(drafts, q, p, None))
+    assert not bool(sel.unresolved.any())
+    assert sum(sel.win[0].tolist()) == pytest.approx(1.0, abs=1e-15)
+    out = verify("near_opt_bv", drafts, q, p, generator=torch.Generator().manual_seed(0))
+    assert int(out.diagnostics["precision_fallbacks"]) == 0
+
+
+def test_laws_near_score_zero_keep_finite_rows():
+    # Review regression: K = 8 drafts of tokens with q = 1e-15 push the laws towards score 0;
+    # the float view's moments underflowed (0/0 in g) and the undrafted entries became NaN.
+    # The view now divides the scores by the law's top score.
+    V, K, L, rare = 10, 8, 8, 1e-15
+    g, drafts, q, p = _off_target_setup(V, K, L, 0, 1e-19)
+    p = torch.rand(1, K, L + 1, V, generator=g, dtype=torch.float64) + 0.5
+    for k in range(K):
+        for t in range(L):
+            tok = k if t == 0 else int(torch.randint(V, (1,), generator=g))
+            row = torch.rand(V, generator=g, dtype=torch.float64) + 0.5
+            row[tok] = 0.0
+            row = row / row.sum() * (1 - rare)
+            row[tok], p[0, k, t, tok] = rare, 1e-19
+            q[0, k, t], drafts[0, k, t] = row, tok
+    sel = score_selection(validate_inputs(drafts, q, p / p.sum(-1, keepdim=True), None))
+    assert not bool(sel.unresolved.any())
+    assert all(bool(torch.isfinite(rows).all()) for rows in sel.node_rows)
+    assert sum(sel.win[0].tolist()) == pytest.approx(1.0, abs=1e-15)
 
 
 def test_underflowing_entries_fall_back_to_the_walk(monkeypatch):
