@@ -19,7 +19,7 @@ depth in one batch:
   :math:`(\mu_i, \sigma_i)`;
 * a drafted child v gets :math:`q(v) G_{uv} = \lambda q(v) H + (1 - \lambda) \sum_i \mu_i
   H|_{[Q_i(<v), Q_i(<v) + q(v))}` (top quantiles), built in exact rationals
-  (:func:`exact_children`, "Exact score laws" below), and the weight
+  (:func:`exact_child`, "Exact score laws" below), and the weight
   :math:`w_{uv} = \min\{1, w\, p(v|u)/d(v)\}`;
 * each draft's leaf law :math:`G_x` gives its win probability
   :math:`\int \prod_{j \ne k} F_j\, dG_k`, exact
@@ -263,51 +263,40 @@ class ScoreSelection:
         return torch.stack([rows[self.node_of[b, k, t]] for t, rows in enumerate(self.node_rows)], 1)
 
 
-def exact_children(
-    parents: list[ScoreLaw],
-    parent: list[int],
-    share: list[float],
-    weights: list[list[float]],
-    after: list[list[float]],
-    q_v: list[float],
-) -> list[ScoreLaw]:
-    r"""The drafted children's score laws in exact rationals, from their node rules' float64 parameters.
+def exact_child(parent: ScoreLaw, share: float, weights: list[float], after: list[float], q_v: float) -> ScoreLaw:
+    r"""A drafted child's score law in exact rationals, from its node rule's float64 parameters.
 
-    Child i of node ``parent[i]`` (law ``parents[parent[i]]``) gets
-    :func:`spectr_gbv.reference.score_laws.split_law` with :math:`\lambda` = ``share[i]``, one
-    top-quantile slice :math:`[a_j, a_j + q(v)]`, :math:`a_j = 1 - q(v) - R_j` clipped to
-    :math:`[0, 1 - q(v)]`, of weight ``weights[i][j]`` per used order (:math:`R_j` =
-    ``after[i][j]``, the q-mass after v in order j) and ``q_v[i]``, every float converted exactly.
-    The laws along the drafted paths therefore never lose mass or resolution however narrow
-    they become (module docstring, "Exact score laws").
+    :func:`spectr_gbv.reference.score_laws.split_law` of the parent law with :math:`\lambda` =
+    ``share``, one top-quantile slice :math:`[a_j, a_j + q(v)]`, :math:`a_j = 1 - q(v) - R_j`
+    clipped to :math:`[0, 1 - q(v)]`, of weight ``weights[j]`` per used order (:math:`R_j` =
+    ``after[j]``, the q-mass after v in order j) and ``q_v``, every float converted exactly. The
+    laws along the drafted paths therefore never lose mass or resolution however narrow they
+    become (module docstring, "Exact score laws").
 
     Parameters
     ----------
-    parents : list of ScoreLaw
-        The laws of this depth's nodes.
-    parent : list of int, length N
-        Each child's node.
-    share, q_v : list of float, length N
-    weights, after : list of list of float, [N][C]
+    parent : ScoreLaw
+        The node's law H.
+    share, q_v : float
+        :math:`\lambda` and q(v) > 0.
+    weights, after : list of float, length C
+        The orders' weights (0 in unused columns) and :math:`R_j`.
 
     Returns
     -------
-    list of ScoreLaw, length N
-        Each of mass exactly 1.
+    ScoreLaw
+        Of mass exactly 1.
     """
-    out = []
-    for i, node in enumerate(parent):
-        qv = Fraction(q_v[i])
-        # clipped to [0, 1 - q(v)]: R is a float suffix sum, and where q(v) is below its rounding
-        # (q(v) < ~1e-16) the unclipped slice could leave H's mass and be empty
-        top = 1 - qv
-        slices = [
-            (Fraction(mu), min(max(top - Fraction(r), Fraction(0)), top))
-            for mu, r in zip(weights[i], after[i], strict=True)
-            if mu > 0
-        ]
-        out.append(split_law(parents[node], Fraction(share[i]), slices, qv))
-    return out
+    qv = Fraction(q_v)
+    # clipped to [0, 1 - q(v)]: R is a float suffix sum, and where q(v) is below its rounding
+    # (q(v) < ~1e-16) the unclipped slice could leave H's mass and be empty
+    top = 1 - qv
+    slices = [
+        (Fraction(mu), min(max(top - Fraction(r), Fraction(0)), top))
+        for mu, r in zip(weights, after, strict=True)
+        if mu > 0
+    ]
+    return split_law(parent, Fraction(share), slices, qv)
 
 
 class _ExactLaws:
@@ -335,13 +324,13 @@ class _ExactLaws:
     def children(
         self, parents: list[int], share: torch.Tensor, weights: torch.Tensor, after: torch.Tensor, q_v: torch.Tensor
     ) -> tuple[list[int], list[float]]:
-        """The children's law ids and drafted entries :math:`q(v) E_G[S^k] / E_H[S^k]` (:func:`exact_children`)."""
+        """The children's law ids and drafted entries :math:`q(v) E_G[S^k] / E_H[S^k]` (:func:`exact_child`)."""
         out_ids, out_d = [], []
         rows = zip(parents, share.tolist(), weights.tolist(), after.tolist(), q_v.tolist(), strict=True)
         for pid, lam, mu, r, qv in rows:
             key = (pid, lam, tuple(mu), tuple(r), qv)
             if key not in self._children:
-                law = exact_children([self.laws[pid]], [0], [lam], [mu], [r], [qv])[0]
+                law = exact_child(self.laws[pid], lam, mu, r, qv)
                 mom = moment(law, self.k)
                 self.laws.append(law)
                 self.moments.append(mom)
@@ -421,7 +410,6 @@ def score_selection(inputs: KernelInputs, split: str = "orders") -> ScoreSelecti
             [ids[i] for i in parent.tolist()], rule.share[parent], rule.weights[parent], after, q_v
         )
         d_v = torch.tensor(dv, dtype=torch.float64, device=device)
-        child = store.view(ids)
         lost = ~(d_v > 0) | ~torch.isfinite(d_v)
         unresolved[cb[lost]] = True
         unresolved[nb[~torch.isfinite(d).all(-1)]] = True  # a float rule that did not evaluate
@@ -429,7 +417,7 @@ def score_selection(inputs: KernelInputs, split: str = "orders") -> ScoreSelecti
         w = torch.where(d_v > 0, w[parent] * p_v / torch.where(d_v > 0, d_v, 1.0), 1.0).clamp_max(1.0)
         node_rows.append(d)
         shares.append(rule.share)
-        laws = child
+        laws = store.view(ids)
     leaf = torch.full((B, K), -1, dtype=torch.int64, device=device)
     lb, lk = is_rep[:, :, L].nonzero(as_tuple=True)
     leaf[lb, lk] = torch.arange(lb.numel(), device=device)
@@ -495,7 +483,7 @@ def verify_near_opt_bv(
     if selection == "score":
         sel = score_selection(inputs, split)
         bad = sel.unresolved
-        safe = torch.where(bad.unsqueeze(-1), torch.ones_like(sel.win), sel.win.nan_to_num(0.0).clamp_min(0.0))
+        safe = torch.where(bad.unsqueeze(-1), torch.ones_like(sel.win), sel.win)  # exact: no NaN
         pick = sample_categorical(safe, uniforms(B))
         k = sel.first[b, pick]
         rows, peel_fallbacks = sel.rows(k), sel.peel_fallbacks
@@ -531,7 +519,7 @@ __all__ = [
     "ScoreSelection",
     "SelectedPath",
     "child_count_law",
-    "exact_children",
+    "exact_child",
     "score_selection",
     "select_path",
     "verify_near_opt_bv",

@@ -9,7 +9,7 @@ node rule at u is the polymatroid rule of
 
 (:class:`ScoreLaws`, a :class:`~spectr_gbv.gpu.kernels.coverage.NodeLaw` for
 :func:`~spectr_gbv.gpu.kernels.coverage.split_node_rule`). The laws themselves are exact
-rationals (:mod:`spectr_gbv.reference.score_laws`; :func:`spectr_gbv.gpu.kernels.near_opt_bv.exact_children`
+rationals (:mod:`spectr_gbv.reference.score_laws`; :func:`spectr_gbv.gpu.kernels.near_opt_bv.exact_child`
 builds the children's): a :class:`ScoreLaws` is their float64 view for the V-sized rule
 (:meth:`ScoreLaws.from_exact`).
 
@@ -80,12 +80,6 @@ class ScoreLaws:
     k: int
     mass: torch.Tensor | None = None
     _cache: dict[str, torch.Tensor] = field(default_factory=dict, repr=False, compare=False)
-
-    @staticmethod
-    def uniform(n: int, k: int, device: torch.device | str = "cpu") -> ScoreLaws:
-        """``n`` copies of the uniform law on [0, 1] (the root's law)."""
-        pts = torch.tensor([0.0, 1.0], dtype=torch.float64, device=device).expand(n, 2).contiguous()
-        return ScoreLaws(pts, torch.ones(n, 1, dtype=torch.float64, device=device), k)
 
     @staticmethod
     def from_exact(laws: Sequence[ScoreLaw], k: int, device: torch.device | str = "cpu") -> ScoreLaws:

@@ -5,7 +5,7 @@ r"""The ``near_opt_bv`` kernel: its score-law node rules, its count-law walk, an
   2..4, score laws H taken from the reference's child laws up to two levels down, targets w p
   with zeros and ties), for both splits (``"orders"``: the reference default, lexicographic
   base; ``"proportional"``): d, the share and the moments k = 0..3 of every child's law
-  (:func:`~spectr_gbv.gpu.kernels.near_opt_bv.exact_children`, exact from the rule's floats)
+  (:func:`~spectr_gbv.gpu.kernels.near_opt_bv.exact_child`, exact from the rule's floats)
   equal the exact reference
   (:func:`~spectr_gbv.reference.coverage.mixture_rule` ``"lex"`` /
   :func:`~spectr_gbv.reference.coverage.proportional_rule`, :func:`~spectr_gbv.reference.near_opt_bv.child_law`)
@@ -54,7 +54,7 @@ from spectr_gbv.gpu.kernels import verify  # noqa: E402
 from spectr_gbv.gpu.kernels.common import TorchUniforms, validate_inputs  # noqa: E402
 from spectr_gbv.gpu.kernels.coverage import CountLaw, mixture_node_rule, split_node_rule  # noqa: E402
 from spectr_gbv.gpu.kernels.near_opt_bv import (  # noqa: E402
-    exact_children,
+    exact_child,
     score_selection,
     select_path,
     verify_near_opt_bv,
@@ -262,10 +262,9 @@ def test_score_node_rule_and_child_laws_equal_the_exact_reference(split, priorit
             assert abs(float(share) - float(rule.share[i])) <= ATOL
             shared += 0 < share < 1
             node = ScoreNode(d_ref, share, orders, law, Fraction(1))
-            one = torch.tensor([i])
             for v in (v for v in range(len(qq)) if qq[v] > 0):
-                args = [rule.share[one].tolist(), rule.weights[one].tolist(), rule.after[one, :, v].tolist()]
-                child = exact_children([law], [0], *args, q[one, v].tolist())[0]
+                args = [float(rule.share[i]), rule.weights[i].tolist(), rule.after[i, :, v].tolist()]
+                child = exact_child(law, *args, float(q[i, v]))
                 exact = child_law(node, tuple(qq), v)
                 assert sum(m for _, _, m in child) == 1
                 for j in range(4):
@@ -400,8 +399,8 @@ def test_float_view_of_a_narrow_law_keeps_g_and_realises_its_rule(depth):
     marked = torch.where(q > 0, torch.arange(WIDTH), q.argmax(-1, keepdim=True))
     rule = split_node_rule(t, q, view, split="orders", marked=marked)
     for v in range(n):
-        args = [rule.share.tolist(), rule.weights.tolist(), rule.after[:, :, v].tolist(), [float(q[0, v])]]
-        child = exact_children([law], [0], *args)[0]
+        args = [float(rule.share[0]), rule.weights[0].tolist(), rule.after[0, :, v].tolist(), float(q[0, v])]
+        child = exact_child(law, *args)
         real = float(Fraction(float(q[0, v])) * moment(child, K - 1) / moment(law, K - 1))
         assert abs(real - float(rule.d[0, v])) <= 1e-12 * real
 
@@ -454,7 +453,7 @@ def test_underflowing_entries_fall_back_to_the_walk(monkeypatch):
     # The remaining guard: a drafted entry d(v) that is not a positive float64 (here a child law
     # on [0, 1e-400], whose moment ratio underflows) sends the row to the walk.
     dust = ((Fraction(0), Fraction(1, 10**400), Fraction(1)),)
-    monkeypatch.setattr(kernel, "exact_children", lambda parents, parent, *rest: [dust] * len(parent))
+    monkeypatch.setattr(kernel, "exact_child", lambda *args: dust)
     drafts, q, p = _rare_rows(3, 0)
     reps = 16
     rows = [x.expand(reps, *x.shape[1:]).contiguous() for x in (drafts, q, p)]
