@@ -19,9 +19,10 @@ Candidates C2 (the first ``near_opt_bv``, ``selection="walk"``, and its variants
 walk, but the node rule is chosen for the law of the NUMBER of drafts through the node (one
 priority-order mixture for every count, :func:`spectr_gbv.reference.coverage.mixture_rule`),
 with BV's running weight scaling the target (``weighting``) and a choice of optimal base
-(``priority``). C3: C2 plus a correction coupled with the drafts left at BV's stop. C4 (the
-registered ``near_opt_bv`` is C4d): independent per-draft scores split at every drafted prefix
-(module :mod:`spectr_gbv.reference.score_laws`), with the split variants of ``split``.
+(``priority``). C3: C2 plus a correction coupled with the drafts left at BV's stop. C4: independent
+per-draft scores split at every drafted prefix (module :mod:`spectr_gbv.reference.score_laws`),
+with the split variants of ``split``. C5 (the registered ``near_opt_bv`` is C5a): C4d's lexicographic
+base with its under-drafted children re-split in proportion to q (``priority="hedge"``).
 
 Usage::
 
@@ -226,7 +227,13 @@ def _candidates() -> dict[str, Verifier]:
         "C4c scores, optimal law with the largest proportional share": NearOptBlockVerifier(
             split="proportional", priority="ratio"
         ),
-        "C4d near_opt_bv: scores, orders of the lexicographically optimal base": NearOptBlockVerifier(),
+        "C4d scores, orders of the lexicographically optimal base (near_opt_bv before C5a)": NearOptBlockVerifier(
+            priority="lex"
+        ),
+        "C5a near_opt_bv: scores, hedged base (C4d, under-drafted children re-split by q)": NearOptBlockVerifier(),
+        "C5b C5a with an unweighted target": NearOptBlockVerifier(weighting="none"),
+        "C5c C5a at the last level only": NearOptBlockVerifier(weighting="leaf"),
+        "C5d the walk with the hedged base": walk(priority="hedge"),
     }
 
 

@@ -66,8 +66,13 @@ Coverage = Counts | Callable[[Fraction], Fraction]
 Decomposition = tuple[tuple[Fraction, tuple[int, ...]], ...]
 
 #: ``priority`` values of :func:`mixture_rule`: the order in which steps 1-2 visit the tokens
-#: (``"id"``, ``"ratio"``), or ``"lex"``: the lexicographically optimal base instead of steps 1-2.
-PRIORITIES: tuple[str, ...] = ("id", "ratio", "lex")
+#: (``"id"``, ``"ratio"``), or instead of steps 1-2 ``"lex"``, the lexicographically optimal base
+#: (:func:`lexicographic_base`), or ``"hedge"``, that base with its under-drafted tokens re-split
+#: in proportion to q (:func:`hedged_base`).
+PRIORITIES: tuple[str, ...] = ("id", "ratio", "lex", "hedge")
+
+#: The priorities of :func:`mixture_rule` that are whole bases, not visit orders of steps 1-2.
+BASE_PRIORITIES: tuple[str, ...] = ("lex", "hedge")
 
 
 def point_mass(c: int) -> Counts:
@@ -290,9 +295,63 @@ def lexicographic_base(t: Sequence[Fraction], q: Sequence[Fraction], counts: Cov
     return tuple(d)
 
 
+def hedged_base(t: Sequence[Fraction], q: Sequence[Fraction], counts: Coverage) -> tuple[Fraction, ...]:
+    r"""The lexicographically optimal base w.r.t. t, its under-drafted tokens re-split in proportion to q.
+
+    Let d be :func:`lexicographic_base` and T the tokens with 0 < d < t (under-drafted: every
+    optimal base gives T its whole coverage, d(T) = G(q(T))). On T the split does not change
+    :math:`\sum_y \min\{t(y), d(y)\}`; ``lex`` spreads d(T) in proportion to t, this rule in
+    proportion to q, capped at t (water-filling):
+
+    .. math::
+        h(y) = \min\{t(y), \lambda q(y)\} \ (y \in T), \qquad \sum_{y \in T} h(y) = d(T),
+        \qquad h = d \text{ outside } T.
+
+    It is the split a uniformly random draft through T would make, as far as the targets allow:
+    the node cannot see which of its under-drafted children continues better, and this hedges
+    over that. h is a base on the same optimal face (docs/near_opt_bv.md, "The hedged split":
+    the polymatroid rows on T hold because d's tail sums are at most t's, the rows across T and
+    its complement by submodularity).
+
+    Parameters
+    ----------
+    t : sequence of Fraction, length n
+        Nonnegative weights (the target).
+    q : sequence of Fraction, length n
+        Draft law at the node.
+    counts : Coverage
+        Law of the number of drafts through the node, or a coverage function.
+
+    Returns
+    -------
+    tuple of Fraction, length n
+        The base (sums to 1 on the support of q).
+
+    References
+    ----------
+    This project (issue 18; docs/near_opt_bv.md, "The hedged split"); Fujishige, Math. Oper.
+    Res. 5 (1980), for the base it starts from.
+    """
+    d = list(lexicographic_base(t, q, counts))
+    under = sorted((y for y in range(len(q)) if q[y] > 0 and 0 < d[y] < t[y]), key=lambda y: (t[y] / q[y], y))
+    if len(under) < 2:
+        return tuple(d)
+    mass = sum((d[y] for y in under), Fraction(0))
+    capped = Fraction(0)
+    for i, y in enumerate(under):  # t/q ascending: the tokens that hit their cap t come first
+        lam = (mass - capped) / sum((q[z] for z in under[i:]), Fraction(0))
+        if t[y] >= lam * q[y]:
+            for z in under[i:]:
+                d[z] = lam * q[z]
+            break
+        d[y] = t[y]
+        capped += t[y]
+    return tuple(d)
+
+
 def _visit_order(t: Sequence[Fraction], q: Sequence[Fraction], priority: str, allowed: Sequence[str]) -> list[int]:
     """The support of q in steps 1-2's visit order: token id, or t/q descending (ties by id)."""
-    if priority not in allowed or priority == "lex":
+    if priority not in allowed or priority in BASE_PRIORITIES:
         raise ValueError(f"priority must be one of {', '.join(allowed)}, got {priority!r}")
     support = [y for y in range(len(q)) if q[y] > 0]
     if priority == "ratio":
@@ -320,7 +379,8 @@ def mixture_rule(
         (token id) or ``"ratio"`` (t/q descending, ties by id: the optimal base that gives the
         under-drafted tokens their selection mass first); or ``"lex"``, the lexicographically
         optimal base with respect to t (:func:`lexicographic_base`), which spreads the mass
-        above the target in proportion to t.
+        above the target in proportion to t; or ``"hedge"`` (:func:`hedged_base`), that base
+        with its under-drafted tokens re-split in proportion to q.
 
     Returns
     -------
@@ -335,8 +395,8 @@ def mixture_rule(
     ValueError
         ``priority`` not in :data:`PRIORITIES`.
     """
-    if priority == "lex":
-        d = lexicographic_base(t, q, counts)
+    if priority in BASE_PRIORITIES:
+        d = (lexicographic_base if priority == "lex" else hedged_base)(t, q, counts)
         return d, decompose_base(d, q, counts)
     support = _visit_order(t, q, priority, PRIORITIES)
     a = _acceptance_vector(t, q, support, counts)
@@ -456,12 +516,14 @@ def selection_probabilities(orders: Decomposition, tokens: Sequence[int]) -> dic
 
 
 __all__ = [
+    "BASE_PRIORITIES",
     "PRIORITIES",
     "Counts",
     "Coverage",
     "Decomposition",
     "coverage",
     "decompose_base",
+    "hedged_base",
     "lexicographic_base",
     "mixture_rule",
     "order_vertex",

@@ -20,13 +20,17 @@ score wins (module :mod:`spectr_gbv.reference.score_laws`). The root law is unif
 law H of a draft through u is split among the children, :math:`\sum_v q(v|u) G_{uv} = H`, and
 :math:`r(uv)/r(u) = q(v|u) E_{G_{uv}}[S^{K-1}] / E_H[S^{K-1}]`. The reachable laws are the bases
 of :math:`g_H(q(X))`, :math:`g_H(x)` the :math:`S^{K-1}`-moment of H's top x mass over the whole
-moment (:math:`1 - (1 - x)^K` at the root). The rule is the lexicographically optimal base of
-that polymatroid with respect to the target :math:`w_t p(.|u)` (Fujishige 1980;
-:func:`~spectr_gbv.reference.coverage.lexicographic_base`): it maximises
-:math:`\sum_v \min\{w_t p(v|u), d(v)\}` and spreads the mass above the target in proportion to
-it. That base is unchanged when the target is scaled, so BV's weight :math:`w_t` (a scalar at
-the node) does not affect it: ``weighting`` matters for the walk and the other splits only.
-The base is written as a mixture of priority orders, and H is split by them: each order gives
+moment (:math:`1 - (1 - x)^K` at the root). The rule (``priority="hedge"``) starts from the
+lexicographically optimal base of that polymatroid with respect to the target
+:math:`w_t p(.|u)` (Fujishige 1980; :func:`~spectr_gbv.reference.coverage.lexicographic_base`),
+which maximises :math:`\sum_v \min\{w_t p(v|u), d(v)\}` and spreads the mass above the target
+in proportion to it, and re-splits the mass of the under-drafted children (d < target) in
+proportion to q, capped at the target (:func:`~spectr_gbv.reference.coverage.hedged_base`): the
+node cannot see which under-drafted child continues better, and the split a uniformly random
+draft would make hedges over that. BV's weight :math:`w_t` scales the target, so it decides
+which children are under-drafted. ``priority="lex"`` (the lexicographic base alone, which
+scaling leaves unchanged) was the registered rule before. The base is written as a mixture of
+priority orders, and H is split by them: each order gives
 the earlier tokens the higher scores of H, and a child's law is the mixture of its slices
 (:func:`child_law`), so a child keeps a share of the top scores whenever an order ranks it
 first, and can give them to its own under-drafted children. Because the K scores are i.i.d.
@@ -69,6 +73,7 @@ import numpy as np
 from spectr_gbv.reference.base import Verifier, VerifyInput
 from spectr_gbv.reference.choosers import Chooser, Emission
 from spectr_gbv.reference.coverage import (
+    BASE_PRIORITIES,
     PRIORITIES,
     Counts,
     Decomposition,
@@ -232,7 +237,7 @@ def _walk(
 SELECTIONS: tuple[str, ...] = ("score", "walk")
 
 #: ``split`` values of :class:`NearOptBlockVerifier` (score selection): :func:`mixture_rule`'s law
-#: split by its priority orders (``"orders"``, the registered verifier, with the ``"lex"``
+#: split by its priority orders (``"orders"``, the registered verifier, with the ``"hedge"``
 #: priority), the optimal law with the largest proportional share (``"proportional"``:
 #: :func:`~spectr_gbv.reference.coverage.proportional_rule`), or :func:`mixture_rule`'s law with
 #: its largest proportional share (``"rule"``); the last two are research-log variants
@@ -307,15 +312,15 @@ def _check_score_options(priority: str, weighting: str, split: str, selection: s
         raise ValueError(f"priority must be one of {', '.join(PRIORITIES)}, got {priority!r}")
     if split not in SPLITS:
         raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
-    if selection == "score" and split == "proportional" and priority == "lex":
+    if selection == "score" and split == "proportional" and priority in BASE_PRIORITIES:
         raise ValueError(
-            "split='proportional' needs priority 'ratio' or 'id' (priority 'lex', the default with "
-            "scores, is not defined for it)"
+            f"split='proportional' needs priority 'ratio' or 'id' (priority {priority!r} is a whole "
+            "base, not defined for it)"
         )
 
 
 def score_tree(
-    batch: VerifyInput, priority: str = "lex", weighting: str = "bv", split: str = "orders"
+    batch: VerifyInput, priority: str = "hedge", weighting: str = "bv", split: str = "orders"
 ) -> tuple[dict[tuple[int, ...], ScoreNode], list[ScoreLaw]]:
     """The score rules at every drafted prefix of length 0..L-1 and each draft's score law.
 
@@ -324,8 +329,10 @@ def score_tree(
     batch : VerifyInput
         Fractions or float64 (converted exactly to Fractions, rows renormalised).
     priority : str
-        :func:`mixture_rule`'s priority (default ``"lex"``: the lexicographically optimal base;
-        ``"id"`` or ``"ratio"`` with any split, ``"lex"`` not with ``"proportional"``).
+        :func:`mixture_rule`'s priority (default ``"hedge"``: the lexicographically optimal base
+        with its under-drafted children re-split in proportion to q; ``"lex"``: that base alone;
+        ``"id"`` or ``"ratio"`` with any split, ``"hedge"`` and ``"lex"`` not with
+        ``"proportional"``).
     weighting : str
         One of :data:`WEIGHTINGS` (default ``"bv"``).
     split : str
@@ -376,10 +383,10 @@ class NearOptBlockVerifier(Verifier):
     * ``selection="score"`` (the registered verifier): each draft draws an independent score
       from a law built top-down along its own prefixes (:func:`score_tree`; module
       :mod:`spectr_gbv.reference.score_laws`); the largest score is selected. At a node the
-      score law H is split among the children by the priority orders of the lexicographically
-      optimal base of H's polymatroid with respect to the target row (``split`` ``"orders"``,
-      ``priority`` ``"lex"``; BV's scalar weight leaves that base unchanged); the other splits
-      are research variants.
+      score law H is split among the children by the priority orders of the hedged base of H's
+      polymatroid (the lexicographically optimal base with respect to the BV-weighted target
+      row, its under-drafted children re-split in proportion to q; ``split`` ``"orders"``,
+      ``priority`` ``"hedge"``); the other priorities and splits are research variants.
     * ``selection="walk"``: walk down the trie with one priority order per node, drawn from
       :func:`~spectr_gbv.reference.coverage.mixture_rule`'s mixture for the law of the number
       of drafts through the node (the first version; :func:`path_rules`).
@@ -392,8 +399,10 @@ class NearOptBlockVerifier(Verifier):
     Parameters
     ----------
     priority : str, optional
-        The optimal base's priority: ``"lex"`` (the default with scores: the lexicographically
-        optimal base), ``"ratio"`` (the default with the walk) or ``"id"``.
+        The optimal base's priority: ``"hedge"`` (the default with scores:
+        :func:`~spectr_gbv.reference.coverage.hedged_base`), ``"lex"`` (the lexicographically
+        optimal base, the registered rule before), ``"ratio"`` (the default with the walk) or
+        ``"id"``.
     weighting : str
         The node target (default ``"bv"``; :data:`WEIGHTINGS`). The registered ``near_opt_bv``
         uses the defaults; the others are the research log's variants.
@@ -405,8 +414,8 @@ class NearOptBlockVerifier(Verifier):
     Raises
     ------
     ValueError
-        An unknown ``priority``, ``weighting``, ``selection`` or ``split``, or ``"lex"`` with
-        the proportional split.
+        An unknown ``priority``, ``weighting``, ``selection`` or ``split``, or ``"hedge"`` or
+        ``"lex"`` with the proportional split.
 
     References
     ----------
@@ -421,8 +430,9 @@ class NearOptBlockVerifier(Verifier):
     structure = "selected_draft"
     citation = (
         "near_opt_bv (this project, issue 18): one draft selected by the largest of independent "
-        "scores whose laws split the lexicographically optimal base (target p) of each node's "
-        "score-law polymatroid, then block verification with its law "
+        "scores whose laws split each node's score-law polymatroid by its lexicographically optimal "
+        "base (BV-weighted target p), the under-drafted children re-split in proportion to q, then "
+        "block verification with its law "
         "(Sun et al. 2024, arXiv 2403.10444, Algorithm 2)"
     )
 
@@ -433,7 +443,7 @@ class NearOptBlockVerifier(Verifier):
         if selection not in SELECTIONS:
             raise ValueError(f"selection must be one of {', '.join(SELECTIONS)}, got {selection!r}")
         if priority is None:
-            priority = "lex" if selection == "score" else "ratio"
+            priority = "hedge" if selection == "score" else "ratio"
         _check_score_options(priority, weighting, split, selection)  # the walk ignores split, not its typos
         self.priority, self.weighting, self.selection, self.split = priority, weighting, selection, split
 

@@ -227,6 +227,79 @@ def _rows_along(inst: Instance, multiset: tuple[tuple[int, ...], ...]) -> tuple:
     return tuple(key)
 
 
+def _joint_lp(instances: Sequence[Instance], num_drafts: int) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray, int]:
+    """The joint LP's equality rows (kernels are laws, lossless on every member) and value rows.
+
+    Returns (A_eq, b_eq, values, kernels) with ``values[i] @ x`` = E_i[tau] for member i.
+    Raises what :func:`joint_optimum` documents.
+    """
+    if not instances:
+        raise ValueError("instances: need at least one instance")
+    n, L = instances[0].n, instances[0].L
+    for i, inst in enumerate(instances):
+        if inst.n != n or inst.L != L:
+            raise ValueError(f"instances[{i}]: n={inst.n}, L={inst.L}, expected n={n}, L={L} as instances[0]")
+        check_models(inst.target, inst.draft, L, num_drafts)
+    k = num_drafts
+    blocks = list(itertools.product(range(n), repeat=L))
+
+    def outputs(m: tuple) -> list[tuple[int, ...]]:
+        prefixes = {()} | {x[:t] for x in m for t in range(1, L + 1)}
+        return [z + (v,) for z in sorted(prefixes) for v in range(n)]
+
+    per = []
+    for inst in instances:
+        qd = {x: Fraction(inst.draft.prob(x)) for x in blocks}
+        live = [x for x in blocks if qd[x] > 0]
+        size = math.comb(len(live) + k - 1, k) * n * (L + 1) * k  # multisets x outputs, at most
+        if size > MAX_JOINT_COLUMNS:
+            raise ValueError(
+                f"instances: about {size} LP variables exceed "
+                f"MAX_JOINT_COLUMNS = {MAX_JOINT_COLUMNS} (n={n}, L={L}, K={k})"
+            )
+        ms = []
+        for m in itertools.combinations_with_replacement(live, k):
+            mult = math.factorial(k) // math.prod(math.factorial(m.count(x)) for x in set(m))
+            ms.append((m, float(mult * math.prod(qd[x] for x in m)), (m, _rows_along(inst, m))))
+        per.append(ms)
+    cols: dict[tuple, int] = {}
+    entries: list[tuple[int, int, float]] = []
+    rhs: list[float] = []
+    seen: set = set()
+    # Variables are joint masses z = P(M) pi(o | M): the masses of rare multisets (1e-11 at
+    # K = 4) then sit in the right-hand side, not in the coefficients (HiGHS's simplex called the
+    # pi-scaled LP infeasible on such families). Shared kernels share P(M): the draft rows along
+    # M fix it.
+    for ms in per:
+        for m, mass, tag in ms:
+            if tag not in seen:
+                seen.add(tag)
+                entries.extend((len(rhs), cols.setdefault((tag, o), len(cols)), 1.0) for o in outputs(m))
+                rhs.append(mass)
+    value_entries: list[tuple[int, int, float]] = []
+    ys = list(itertools.product(range(n), repeat=L + 1))
+    for i, (inst, ms) in enumerate(zip(instances, per, strict=True)):
+        row_of = {y: len(rhs) + j for j, y in enumerate(ys)}
+        rhs.extend(float(inst.target.prob(y)) for y in ys)
+        for m, _, tag in ms:
+            for o in outputs(m):
+                c = cols[(tag, o)]
+                value_entries.append((i, c, float(len(o) - 1)))
+                for y in ys:
+                    if y[: len(o)] == o:
+                        cont = float(inst.target.prob(y[len(o) :], given=o)) if len(o) <= L else 1.0
+                        if cont:
+                            entries.append((row_of[y], c, cont))
+    a = sp.csr_matrix(
+        ([e[2] for e in entries], ([e[0] for e in entries], [e[1] for e in entries])), shape=(len(rhs), len(cols))
+    )
+    values = sp.csr_matrix(
+        ([e[2] for e in value_entries], ([e[0] for e in value_entries], [e[1] for e in value_entries])),
+        shape=(len(instances), len(cols)),
+    ).toarray()
+    return a, np.array(rhs), values, len(seen)
+
+
 def joint_optimum(
     instances: Sequence[Instance], num_drafts: int, weights: Sequence[float] | None = None
 ) -> JointOptimum:
@@ -268,83 +341,167 @@ def joint_optimum(
     This project (docs/near_opt_bv.md, "The deployable optimum"); THEORY.md section 5 (the
     draft-multiset LP it extends).
     """
-    if not instances:
-        raise ValueError("instances: need at least one instance")
-    n, L = instances[0].n, instances[0].L
-    for i, inst in enumerate(instances):
-        if inst.n != n or inst.L != L:
-            raise ValueError(f"instances[{i}]: n={inst.n}, L={inst.L}, expected n={n}, L={L} as instances[0]")
-        check_models(inst.target, inst.draft, L, num_drafts)
     w = [1.0] * len(instances) if weights is None else [float(v) for v in weights]
     if len(w) != len(instances):
         raise ValueError(f"weights: expected {len(instances)} values, got {len(w)}")
-    k = num_drafts
-    blocks = list(itertools.product(range(n), repeat=L))
-
-    def outputs(m: tuple) -> list[tuple[int, ...]]:
-        prefixes = {()} | {x[:t] for x in m for t in range(1, L + 1)}
-        return [z + (v,) for z in sorted(prefixes) for v in range(n)]
-
-    per = []
-    for inst in instances:
-        qd = {x: Fraction(inst.draft.prob(x)) for x in blocks}
-        live = [x for x in blocks if qd[x] > 0]
-        size = math.comb(len(live) + k - 1, k) * n * (L + 1) * k  # multisets x outputs, at most
-        if size > MAX_JOINT_COLUMNS:
-            raise ValueError(
-                f"instances: about {size} LP variables exceed "
-                f"MAX_JOINT_COLUMNS = {MAX_JOINT_COLUMNS} (n={n}, L={L}, K={k})"
-            )
-        ms = []
-        for m in itertools.combinations_with_replacement(live, k):
-            mult = math.factorial(k) // math.prod(math.factorial(m.count(x)) for x in set(m))
-            ms.append((m, float(mult * math.prod(qd[x] for x in m)), (m, _rows_along(inst, m))))
-        per.append(ms)
-    cols: dict[tuple, int] = {}
-    entries: list[tuple[int, int, float]] = []
-    rhs: list[float] = []
-    seen: set = set()
-    for ms in per:
-        for m, _, tag in ms:
-            if tag not in seen:
-                seen.add(tag)
-                entries.extend((len(rhs), cols.setdefault((tag, o), len(cols)), 1.0) for o in outputs(m))
-                rhs.append(1.0)
-    objective: dict[int, float] = {}
-    ys = list(itertools.product(range(n), repeat=L + 1))
-    for i, (inst, ms) in enumerate(zip(instances, per, strict=True)):
-        row_of = {y: len(rhs) + j for j, y in enumerate(ys)}
-        rhs.extend(float(inst.target.prob(y)) for y in ys)
-        for m, mass, tag in ms:
-            for o in outputs(m):
-                c = cols[(tag, o)]
-                objective[c] = objective.get(c, 0.0) - w[i] * mass * (len(o) - 1)
-                for y in ys:
-                    if y[: len(o)] == o:
-                        cont = float(inst.target.prob(y[len(o) :], given=o)) if len(o) <= L else 1.0
-                        if cont:
-                            entries.append((row_of[y], c, mass * cont))
-    a = sp.csr_matrix(
-        ([e[2] for e in entries], ([e[0] for e in entries], [e[1] for e in entries])), shape=(len(rhs), len(cols))
+    a, rhs, values, kernels = _joint_lp(instances, num_drafts)
+    res = linprog(
+        -(np.array(w) @ values), A_eq=a, b_eq=rhs, bounds=(0, None), method="highs", options=JOINT_HIGHS_OPTIONS
     )
-    cost = np.zeros(len(cols))
-    for j, v in objective.items():
-        cost[j] = v
-    res = linprog(cost, A_eq=a, b_eq=np.array(rhs), bounds=(0, None), method="highs", options=JOINT_HIGHS_OPTIONS)
     if res.status != 0:
         raise RuntimeError(f"joint LP: HiGHS status {res.status}: {res.message}")
-    values = tuple(
-        float(sum(mass * (len(o) - 1) * res.x[cols[(tag, o)]] for m, mass, tag in ms for o in outputs(m))) for ms in per
+    return JointOptimum(float(-res.fun), tuple(float(v) for v in values @ res.x), kernels, a.shape[1])
+
+
+#: Refuse a :func:`subtree_twins` family with more members than this.
+MAX_TWINS = 64
+
+
+def _permuted(instance: Instance, node: tuple[int, ...], perm: tuple[int, ...]) -> Instance:
+    d = len(node)
+    models = []
+    for model in (instance.target, instance.draft):
+        laws = {}
+        for pre, row in model.items():
+            if len(pre) > d and pre[:d] == node:
+                pre = node + (perm[pre[d]],) + pre[d + 1 :]
+            laws[pre] = list(row)
+        models.append(TabularAR(model.n, laws, depth=model.depth, name=model.name))
+    label = "".join(map(str, node)) or "root"
+    return Instance(models[0], models[1], instance.L, name=f"{instance.name}:twin[{label}:{''.join(map(str, perm))}]")
+
+
+def subtree_twins(instance: Instance) -> list[Instance]:
+    """The instance and its *subtree twins*: at one prefix u, the subtrees of u's children permuted.
+
+    A twin keeps every row at u and above (and outside u's subtree) and moves the rows below
+    u's child u+v to u+sigma(v), for a non-identity permutation sigma of the vocabulary, at each
+    prefix u of length 0..L-2. A verifier that reads only the drafted rows sees the same rows on
+    the twins whenever no draft enters u's subtree, so :func:`joint_margin` over the twins asks
+    whether one verifier can meet a floor on every arrangement of the same continuations.
+
+    Parameters
+    ----------
+    instance : Instance
+        n, L >= 2 (exact or float rows).
+
+    Returns
+    -------
+    list of Instance
+        ``instance`` first, then 1 + (number of prefixes u) x (n! - 1) members in all, in the
+        order of u (by length, then lexicographic) and of sigma (lexicographic).
+
+    Raises
+    ------
+    ValueError
+        L < 2 (there is nothing below the root's children to move), or more than
+        :data:`MAX_TWINS` members.
+
+    References
+    ----------
+    This project (docs/near_opt_bv.md, "Never below the list").
+    """
+    n, L = instance.n, instance.L
+    if L < 2:
+        raise ValueError(f"instance: L={L}, subtree twins need L >= 2")
+    nodes = [u for t in range(L - 1) for u in itertools.product(range(n), repeat=t)]
+    size = 1 + len(nodes) * (math.factorial(n) - 1)
+    if size > MAX_TWINS:
+        raise ValueError(f"instance: n={n}, L={L} gives {size} subtree twins, above MAX_TWINS = {MAX_TWINS}")
+    identity = tuple(range(n))
+    out = [instance]
+    for u in nodes:
+        out.extend(_permuted(instance, u, perm) for perm in itertools.permutations(range(n)) if perm != identity)
+    return out
+
+
+@dataclass(frozen=True)
+class JointMargin:
+    """Result of :func:`joint_margin`.
+
+    Attributes
+    ----------
+    margin : float
+        max over deployable verifiers of min_i (E_i[tau] - floors_i), in expected accepted
+        tokens (HiGHS float64, good to about 1e-9). Negative: no verifier that reads only the
+        drafted rows reaches every floor of the family.
+    values : tuple of float
+        E_i[tau] of each member under the maximising kernels.
+    kernels : int
+        Distinct (indistinguishable-multiset) kernels in the LP.
+    """
+
+    margin: float
+    values: tuple[float, ...]
+    kernels: int
+
+
+def joint_margin(instances: Sequence[Instance], num_drafts: int, floors: Sequence[float]) -> JointMargin:
+    r"""How close one deployable verifier can come to a floor on every member of a family.
+
+    .. math::
+        \max_\pi \min_i \big(E_i[\tau] - \text{floor}_i\big)
+
+    over the kernels of :func:`joint_optimum` (one per class of indistinguishable draft
+    multisets, lossless on every member). A negative margin proves, up to the LP tolerance,
+    that no lossless verifier reading only the drafted rows is at or above every floor: issue
+    18's "never below the list" with the floors set to the list's best on each member.
+
+    Parameters
+    ----------
+    instances : sequence of Instance
+        As for :func:`joint_optimum`.
+    num_drafts : int
+        K >= 1.
+    floors : sequence of float
+        One floor per instance, in expected accepted tokens per iteration.
+
+    Returns
+    -------
+    JointMargin
+
+    Raises
+    ------
+    ValueError
+        A wrong number of floors, a non-finite floor, or what :func:`joint_optimum` raises.
+    RuntimeError
+        HiGHS does not report an optimum (its message is passed through).
+
+    References
+    ----------
+    This project (docs/near_opt_bv.md, "Never below the list").
+    """
+    fl = np.array([float(v) for v in floors], dtype=np.float64)
+    if fl.shape != (len(instances),):
+        raise ValueError(f"floors: expected {len(instances)} values, got {fl.size}")
+    if not np.isfinite(fl).all():
+        raise ValueError("floors: every floor must be finite")
+    a, rhs, values, kernels = _joint_lp(instances, num_drafts)
+    # Variables (x, t): maximise t subject to values_i @ x - t >= floors_i.
+    a_eq = sp.hstack([a, sp.csr_matrix((a.shape[0], 1))]).tocsr()
+    a_ub = np.hstack([-values, np.ones((len(fl), 1))])
+    cost = np.zeros(a.shape[1] + 1)
+    cost[-1] = -1.0
+    bounds = [(0, None)] * a.shape[1] + [(None, None)]
+    res = linprog(
+        cost, A_ub=a_ub, b_ub=-fl, A_eq=a_eq, b_eq=rhs, bounds=bounds, method="highs", options=JOINT_HIGHS_OPTIONS
     )
-    return JointOptimum(float(-res.fun), values, len(seen), len(cols))
+    if res.status != 0:
+        raise RuntimeError(f"joint margin LP: HiGHS status {res.status}: {res.message}")
+    x = res.x[:-1]
+    return JointMargin(float(res.x[-1]), tuple(float(v) for v in values @ x), kernels)
 
 
 __all__ = [
     "DEFAULT_PAIR_ROOT",
     "JOINT_HIGHS_OPTIONS",
     "MAX_JOINT_COLUMNS",
+    "MAX_TWINS",
+    "JointMargin",
     "JointOptimum",
+    "joint_margin",
     "joint_optimum",
     "mirrored_pair",
     "mirrored_pair_bound",
+    "subtree_twins",
 ]

@@ -9,8 +9,22 @@ import pytest
 from spectr_gbv.core.instance import default_instance, random_instance
 from spectr_gbv.reference.registry import available_methods, get_verifier
 from spectr_gbv.simulate.methods import STATEFUL_METHODS, simulate_method
-from spectr_gbv.theory.deployable import joint_optimum, mirrored_pair, mirrored_pair_bound
+from spectr_gbv.theory.deployable import (
+    MAX_TWINS,
+    joint_margin,
+    joint_optimum,
+    mirrored_pair,
+    mirrored_pair_bound,
+    subtree_twins,
+)
 from spectr_gbv.theory.lp import optimal_lossless
+
+#: The methods whose per-instance best issue 18's "never below" asks a verifier to reach.
+LIST = ("mdbv", "gbv_multipath", "optimal_multidraft", "traversal")
+
+
+def _floors(instances: list, k: int) -> list[F]:
+    return [max(F(simulate_method(i, m, k).expected_accepted) for m in LIST) for i in instances]
 
 
 def _pair_sum(method: str, k: int, pair: tuple) -> F:
@@ -126,3 +140,80 @@ def test_joint_optimum_bad_input():
         joint_optimum([a], 0)
     with pytest.raises(ValueError, match="MAX_JOINT_COLUMNS"):
         joint_optimum([random_instance(3, 4, 0)], 4)
+
+
+@pytest.mark.parametrize("k", [2, 3, 4])
+def test_margin_on_the_mirrored_pair(k):
+    """The list's best on A and B sums past the exact bound; the margin is half the excess."""
+    pair = list(mirrored_pair())
+    floors = _floors(pair, k)
+    res = joint_margin(pair, k, floors)
+    excess = sum(floors) - mirrored_pair_bound(k)
+    assert excess > 0
+    assert abs(res.margin + float(excess) / 2) <= 1e-8
+    assert abs(sum(res.values) - float(mirrored_pair_bound(k))) <= 1e-8
+
+
+def test_margin_of_one_instance_is_opt_minus_floor():
+    inst = random_instance(2, 2, 3)
+    opt = optimal_lossless(inst.target, inst.draft, 2, inst.L).value
+    assert abs(joint_margin([inst], 2, [1.0]).margin - (opt - 1.0)) <= 1e-8
+
+
+def test_subtree_twins_move_rows_below_one_prefix():
+    inst = random_instance(3, 2, 16, zero_prob=0.3)
+    twins = subtree_twins(inst)
+    assert len(twins) == 6 and twins[0] is inst
+    swap = twins[5]  # the root's children permuted by (2, 1, 0)
+    assert swap.name.endswith("twin[root:210]")
+    for model, base in ((swap.target, inst.target), (swap.draft, inst.draft)):
+        assert list(model.cond(())) == list(base.cond(()))
+        for a, b in ((0, 2), (1, 1), (2, 0)):
+            assert list(model.cond((b,))) == list(base.cond((a,)))
+    assert len(subtree_twins(random_instance(2, 3, 20))) == 1 + 3 * 1
+    assert len(subtree_twins(random_instance(3, 3, 32, zero_prob=0.3))) == 1 + 4 * 5
+
+
+def test_subtree_twins_bad_input():
+    with pytest.raises(ValueError, match="L >= 2"):
+        subtree_twins(random_instance(3, 1, 0))
+    with pytest.raises(ValueError, match="MAX_TWINS"):
+        subtree_twins(random_instance(4, 3, 0))
+    assert MAX_TWINS == 64
+
+
+def test_joint_lp_of_rare_multisets_is_feasible():
+    """Regression: with P(M) ~ 1e-11 in the coefficients HiGHS's simplex called this family infeasible."""
+    twins = subtree_twins(random_instance(3, 2, 16, zero_prob=0.3))[:3]
+    res = joint_optimum(twins, 4)
+    mdbv = sum(float(simulate_method(i, "mdbv", 4).expected_accepted) for i in twins)
+    opt = sum(optimal_lossless(i.target, i.draft, 4, i.L).value for i in twins)
+    assert mdbv - 1e-8 <= res.value <= opt + 1e-8
+    assert abs(res.value - 4.3890706773) <= 1e-8
+
+
+@pytest.mark.parametrize(
+    ("spec", "k", "margin"),
+    [
+        # Battery cases where near_opt_bv is below the list: the twins allow a verifier at the list ...
+        ((3, 2, 16), 2, 3.8295e-3),
+        ((3, 2, 16), 4, 5.2264e-3),
+        # ... or forbid one: no verifier reading only the drafted rows is at the list on all six.
+        ((3, 2, 27), 3, -6.3175e-3),
+    ],
+)
+def test_margin_over_the_twins_of_battery_cases(spec, k, margin):
+    n, L, seed = spec
+    twins = subtree_twins(random_instance(n, L, seed, zero_prob=0.3))
+    res = joint_margin(twins, k, _floors(twins, k))
+    assert abs(res.margin - margin) <= 1e-7
+
+
+def test_joint_margin_bad_input():
+    a = default_instance()
+    with pytest.raises(ValueError, match="floors: expected 1"):
+        joint_margin([a], 2, [1.0, 2.0])
+    with pytest.raises(ValueError, match="floors: every floor must be finite"):
+        joint_margin([a], 2, [float("nan")])
+    with pytest.raises(ValueError, match="at least one"):
+        joint_margin([], 2, [])

@@ -61,7 +61,7 @@ from typing import Protocol
 import torch
 
 from spectr_gbv.gpu.kernels.common import count, first_true
-from spectr_gbv.gpu.kernels.lex_base import lexicographic_base
+from spectr_gbv.gpu.kernels.lex_base import hedged_base, lexicographic_base
 
 #: Relative tolerance (floor 1 on the scale) under which two consecutive sorted ratios are an
 #: exact tie of the reference, broken by token id (``"ratio"`` priority, priority orders of the peel).
@@ -74,6 +74,10 @@ DINKELBACH_ATOL: float = 1e-12
 PRIORITIES: tuple[str, ...] = ("id", "ratio")
 #: ``split`` values of :func:`split_node_rule` (as :data:`spectr_gbv.reference.near_opt_bv.SPLITS`, less ``"rule"``).
 SPLITS: tuple[str, ...] = ("orders", "proportional")
+
+#: The base priorities each split of :func:`split_node_rule` takes, its default first (the
+#: reference's :data:`spectr_gbv.reference.coverage.PRIORITIES` of the same name).
+SPLIT_PRIORITIES: dict[str, tuple[str, ...]] = {"orders": ("hedge", "lex"), "proportional": ("ratio",)}
 #: :func:`split_node_rule`: a proportional share above ``1 - SHARE_ATOL`` is 1 (d = q).
 SHARE_ATOL: float = 1e-12
 #: Largest number of float64 entries of one [rows, prefixes, n] block of step 1 (``"id"``).
@@ -809,12 +813,31 @@ class SplitRule:
     after: torch.Tensor | None = None
 
 
+def check_split(split: str, priority: str | None) -> str:
+    """The priority :func:`split_node_rule` uses for ``split`` (the default where None).
+
+    Raises
+    ------
+    ValueError
+        ``split`` not in :data:`SPLITS`, or ``priority`` not one of its :data:`SPLIT_PRIORITIES`.
+    """
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
+    allowed = SPLIT_PRIORITIES[split]
+    if priority is None:
+        return allowed[0]
+    if priority not in allowed:
+        raise ValueError(f"priority must be one of {', '.join(allowed)} with split={split!r}, got {priority!r}")
+    return priority
+
+
 def split_node_rule(
     t: torch.Tensor,
     q: torch.Tensor,
     counts: torch.Tensor | NodeLaw,
     *,
     split: str = "orders",
+    priority: str | None = None,
     marked: torch.Tensor | None = None,
     keep_orders: bool = False,
 ) -> SplitRule:
@@ -822,8 +845,10 @@ def split_node_rule(
 
     The two score-law splits of :func:`spectr_gbv.reference.near_opt_bv.score_tree` (``split``):
 
-    * ``"orders"`` (with the reference's ``"lex"`` priority): d = the lexicographically optimal
-      base w.r.t. t (:func:`spectr_gbv.reference.coverage.lexicographic_base`;
+    * ``"orders"``: d = the hedged base (``priority="hedge"``, the default:
+      :func:`spectr_gbv.reference.coverage.hedged_base`;
+      :func:`~spectr_gbv.gpu.kernels.lex_base.hedged_base`) or the lexicographically optimal
+      base w.r.t. t (``"lex"``: :func:`spectr_gbv.reference.coverage.lexicographic_base`;
       :func:`~spectr_gbv.gpu.kernels.lex_base.lexicographic_base`), :math:`\lambda = 0`, b = d
       peeled into priority orders;
     * ``"proportional"`` (``"ratio"`` priority; :func:`spectr_gbv.reference.coverage.proportional_rule`):
@@ -845,6 +870,9 @@ def split_node_rule(
         Tokens (inside the support of q) whose q-mass after them in every order is returned.
     split : str
         ``"orders"`` (default) or ``"proportional"`` (:data:`SPLITS`).
+    priority : str, optional
+        The base: one of :data:`SPLIT_PRIORITIES` for the split (default its first: ``"hedge"``
+        for ``"orders"``, ``"ratio"`` for ``"proportional"``).
     keep_orders : bool
         Also return the orders.
 
@@ -855,8 +883,9 @@ def split_node_rule(
     Raises
     ------
     ValueError
-        ``split`` not in :data:`SPLITS`, a marked token outside the support of q, or ``counts``
-        of another shape.
+        ``split`` not in :data:`SPLITS`, ``priority`` not one of the split's
+        :data:`SPLIT_PRIORITIES`, a marked token outside the support of q, or ``counts`` of
+        another shape.
 
     References
     ----------
@@ -865,8 +894,7 @@ def split_node_rule(
     Fujishige, "Lexicographically optimal base of a polymatroid with respect to a weight
     vector", Math. Oper. Res. 5 (1980).
     """
-    if split not in SPLITS:
-        raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
+    priority = check_split(split, priority)
     law = count_law(counts)
     t, q = t.to(torch.float64), q.to(torch.float64)
     N, V = q.shape
@@ -906,7 +934,8 @@ def split_node_rule(
             qp, vp, lp = qm[part], vm[part], lm[part]
             lam_p = lam[part].unsqueeze(-1)
             if split == "orders":
-                b = lexicographic_base(tc[rows], qp, vp, lambda x, lp=lp: _g(x, lp))
+                base = hedged_base if priority == "hedge" else lexicographic_base
+                b = base(tc[rows], qp, vp, lambda x, lp=lp: _g(x, lp))
             else:
                 c = torch.where(vp, (a[part] - lam_p * qp).clamp_min(0.0) / (1.0 - lam_p), 0.0)
                 b = _raise_to_base(c, qp, vp, lp, tight[part])
@@ -929,12 +958,14 @@ __all__ = [
     "PRIORITIES",
     "SHARE_ATOL",
     "SPLITS",
+    "SPLIT_PRIORITIES",
     "TIE_RTOL",
     "VERTEX_ATOL",
     "CountLaw",
     "NodeLaw",
     "NodeRule",
     "SplitRule",
+    "check_split",
     "count_law",
     "mixture_node_rule",
     "split_node_rule",

@@ -247,4 +247,66 @@ def lexicographic_base(
     return d + torch.where(zmask, vals - prev, 0.0)
 
 
-__all__ = ["lexicographic_base"]
+#: A token is under-drafted in :func:`hedged_base` when its lexicographic entry is below
+#: ``(1 - HEDGE_RTOL)`` times its target (float64 rounding leaves targets met exactly within it).
+HEDGE_RTOL: float = 1e-12
+
+
+def hedged_base(
+    t: torch.Tensor, q: torch.Tensor, valid: torch.Tensor, g: Callable[[torch.Tensor], torch.Tensor]
+) -> torch.Tensor:
+    r""":func:`lexicographic_base` with its under-drafted tokens re-split in proportion to q, per row.
+
+    With d the lexicographic base and T the tokens with :math:`0 < d < (1 - \epsilon) t`
+    (:data:`HEDGE_RTOL`), the entries on T become :math:`\min\{t, \lambda q\}` with the same
+    total (water-filling), the others stay: the torch counterpart of
+    :func:`spectr_gbv.reference.coverage.hedged_base` (which states why it is a base on the same
+    optimal face).
+
+    Parameters
+    ----------
+    t, q, valid, g
+        As :func:`lexicographic_base`.
+
+    Returns
+    -------
+    Tensor, float64 [N, n]
+        The base: sums to 1 over ``valid`` (up to rounding), 0 outside it.
+
+    Raises
+    ------
+    ValueError
+        As :func:`lexicographic_base`.
+
+    Notes
+    -----
+    :func:`lexicographic_base`, then one sort and two cumulative sums per row: O(n log n).
+
+    References
+    ----------
+    This project (issue 18; docs/near_opt_bv.md, "The hedged split").
+    """
+    d = lexicographic_base(t, q, valid, g)
+    under = valid & (t > 0) & (d > 0) & (d < t * (1.0 - HEDGE_RTOL))
+    rows = (under.sum(1) >= 2).nonzero().squeeze(-1)
+    if rows.numel() == 0:
+        return d
+    du, tu, qu, uu = d[rows], t[rows], q[rows], under[rows]
+    mass = torch.where(uu, du, 0.0).sum(1, keepdim=True)
+    # tokens of T by t/q ascending (the ones that hit their cap first), the others last
+    ratio = torch.where(uu, tu / torch.where(uu, qu, torch.ones_like(qu)), torch.full_like(tu, float("inf")))
+    perm = torch.sort(ratio, dim=1, stable=True).indices
+    us = uu.gather(1, perm)
+    ts, qs = torch.where(us, tu.gather(1, perm), 0.0), torch.where(us, qu.gather(1, perm), 0.0)
+    capped = ts.cumsum(1) - ts  # t of the tokens before position i
+    rest = qs.flip(1).cumsum(1).flip(1)  # q of position i and after
+    lam = (mass - capped) / torch.where(us, rest, torch.ones_like(rest))
+    # the water level: lam at the first position whose token is not capped (t >= lam q); the
+    # last token of T always qualifies since t(T) > d(T)
+    first = torch.where(us & (ts >= lam * qs), torch.arange(ts.shape[1], device=t.device), ts.shape[1]).amin(1)
+    level = lam.gather(1, first.clamp_max(ts.shape[1] - 1).unsqueeze(-1))
+    d[rows] = torch.where(uu, torch.minimum(tu, level * qu), du)
+    return d
+
+
+__all__ = ["HEDGE_RTOL", "hedged_base", "lexicographic_base"]

@@ -13,8 +13,9 @@ depth in one batch:
   :func:`~spectr_gbv.gpu.kernels.coverage.split_node_rule` for the target :math:`w\, p(.|u)`,
   the draft law q(.|u) and the polymatroid :math:`X \mapsto g_H(q(X))`
   (:class:`~spectr_gbv.gpu.kernels.score_laws.ScoreLaws`): with the default ``split="orders"``
-  the lexicographically optimal base (the reference default, ``priority="lex"``), with
-  ``"proportional"`` the optimal law with the largest proportional share
+  the hedged base (the reference default, ``priority="hedge"``: the lexicographically optimal
+  base with its under-drafted children re-split in proportion to q; ``priority="lex"`` the
+  lexicographic base alone), with ``"proportional"`` the optimal law with the largest proportional share
   :math:`d = \lambda q + (1 - \lambda) b`; b as a mixture of priority orders
   :math:`(\mu_i, \sigma_i)`;
 * a drafted child v gets :math:`q(v) G_{uv} = \lambda q(v) H + (1 - \lambda) \sum_i \mu_i
@@ -104,7 +105,7 @@ from spectr_gbv.gpu.kernels.common import (
     sample_categorical,
     take,
 )
-from spectr_gbv.gpu.kernels.coverage import SPLITS, mixture_node_rule, split_node_rule
+from spectr_gbv.gpu.kernels.coverage import check_split, mixture_node_rule, split_node_rule
 from spectr_gbv.gpu.kernels.score_laws import ScoreLaws
 from spectr_gbv.reference.score_laws import UNIFORM, ScoreLaw, moment, split_law, win_probabilities
 
@@ -348,7 +349,7 @@ class _ExactLaws:
         return self._wins[key]
 
 
-def score_selection(inputs: KernelInputs, split: str = "orders") -> ScoreSelection:
+def score_selection(inputs: KernelInputs, split: str = "orders", priority: str | None = None) -> ScoreSelection:
     r"""Score laws down the draft trie and the win probabilities of the K drafts (module docstring).
 
     Parameters
@@ -357,8 +358,11 @@ def score_selection(inputs: KernelInputs, split: str = "orders") -> ScoreSelecti
         Rows of drafts sharing a prefix must agree there (the lowest-index draft's are read).
     split : str
         The node rule and its split of the score law (:func:`~spectr_gbv.gpu.kernels.coverage.split_node_rule`):
-        ``"orders"`` (default; the reference's default ``split="orders"``, ``priority="lex"``) or
-        ``"proportional"`` (the reference's ``split="proportional"``, ``priority="ratio"``).
+        ``"orders"`` (default; the reference's default ``split="orders"``) or ``"proportional"``
+        (the reference's ``split="proportional"``, ``priority="ratio"``).
+    priority : str, optional
+        The base (:data:`~spectr_gbv.gpu.kernels.coverage.SPLIT_PRIORITIES`): with ``"orders"``,
+        ``"hedge"`` (default, the reference default) or ``"lex"``.
 
     Returns
     -------
@@ -367,6 +371,7 @@ def score_selection(inputs: KernelInputs, split: str = "orders") -> ScoreSelecti
         ``win`` :func:`spectr_gbv.reference.score_laws.win_probabilities` of the leaves (within
         ~1e-12 on small rational nodes).
     """
+    priority = check_split(split, priority)
     B, K, L = inputs.B, inputs.K, inputs.L
     drafts, p_all, q_all = inputs.drafts, inputs.target_probs, inputs.draft_probs
     device = drafts.device
@@ -396,7 +401,7 @@ def score_selection(inputs: KernelInputs, split: str = "orders") -> ScoreSelecti
         tok = drafts[nb, :, t]  # [N, K]
         through = rep[nb, :, t] == nk.unsqueeze(-1)
         marked = torch.where(through, tok, drafts[nb, nk, t].unsqueeze(-1))
-        rule = split_node_rule(w.unsqueeze(-1) * p, q, laws, split=split, marked=marked)
+        rule = split_node_rule(w.unsqueeze(-1) * p, q, laws, split=split, priority=priority, marked=marked)
         peel_fallbacks = peel_fallbacks + rule.peel_fallbacks
         d = rule.d
         cb, ck = is_rep[:, :, t + 1].nonzero(as_tuple=True)  # the children, in the next depth's order
@@ -432,7 +437,11 @@ SELECTIONS: tuple[str, ...] = ("score", "walk")
 
 
 def verify_near_opt_bv(
-    inputs: KernelInputs, uniforms: UniformSource, selection: str = "score", split: str = "orders"
+    inputs: KernelInputs,
+    uniforms: UniformSource,
+    selection: str = "score",
+    split: str = "orders",
+    priority: str | None = None,
 ) -> VerifyOutput:
     r"""Near-optimal multi-draft block verification: select a draft, then BV with its law (module docstring).
 
@@ -450,6 +459,9 @@ def verify_near_opt_bv(
         ``"score"`` (default, the registered ``near_opt_bv``) or ``"walk"`` (:data:`SELECTIONS`).
     split : str
         With scores: :data:`~spectr_gbv.gpu.kernels.coverage.SPLITS` (:func:`score_selection`).
+    priority : str, optional
+        With scores: the split's base (:func:`score_selection`; default ``"hedge"`` with
+        ``"orders"``, the registered ``near_opt_bv``).
 
     Returns
     -------
@@ -464,8 +476,9 @@ def verify_near_opt_bv(
     Raises
     ------
     ValueError
-        ``selection`` not in :data:`SELECTIONS` or ``split`` not in
-        :data:`~spectr_gbv.gpu.kernels.coverage.SPLITS`.
+        ``selection`` not in :data:`SELECTIONS`, ``split`` not in
+        :data:`~spectr_gbv.gpu.kernels.coverage.SPLITS`, or ``priority`` not one of its
+        :data:`~spectr_gbv.gpu.kernels.coverage.SPLIT_PRIORITIES`.
 
     References
     ----------
@@ -476,12 +489,11 @@ def verify_near_opt_bv(
     """
     if selection not in SELECTIONS:
         raise ValueError(f"selection must be one of {', '.join(SELECTIONS)}, got {selection!r}")
-    if split not in SPLITS:
-        raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
+    priority = check_split(split, priority)
     B, L = inputs.B, inputs.L
     b = batch_arange(inputs.drafts)
     if selection == "score":
-        sel = score_selection(inputs, split)
+        sel = score_selection(inputs, split, priority)
         bad = sel.unresolved
         safe = torch.where(bad.unsqueeze(-1), torch.ones_like(sel.win), sel.win)  # exact: no NaN
         pick = sample_categorical(safe, uniforms(B))

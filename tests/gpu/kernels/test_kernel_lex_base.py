@@ -11,6 +11,9 @@ r"""The batched lexicographically optimal base :func:`spectr_gbv.gpu.kernels.lex
   and a steep tail of targets 1e-20 that needs the suffix-sum abscissae).
 * Base properties: every row sums to 1 over its support within 1e-12, is 0 outside it and
   nonnegative, and :math:`d(X) \le g(q(X))` within 1e-12 on random subsets.
+* The hedged base (:func:`~spectr_gbv.gpu.kernels.lex_base.hedged_base`) on both batches: the
+  exact :func:`spectr_gbv.reference.coverage.hedged_base` within 1e-9, the base properties, and
+  the lexicographic base's :math:`\sum \min\{t, d\}`.
 * One softmax row of n = 49,152: the same properties, and the blocks of a sequential
   monotone-chain hull (an independent float implementation) within 1e-12; the time is printed.
 """
@@ -25,7 +28,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from spectr_gbv.gpu.kernels.lex_base import lexicographic_base  # noqa: E402
+from spectr_gbv.gpu.kernels.lex_base import hedged_base, lexicographic_base  # noqa: E402
+from spectr_gbv.reference.coverage import hedged_base as reference_hedged  # noqa: E402
 from spectr_gbv.reference.coverage import lexicographic_base as reference_lex  # noqa: E402
 from spectr_gbv.reference.score_laws import ScoreCoverage  # noqa: E402
 
@@ -152,9 +156,9 @@ def _score_batch(seed: int = 5, rows: int = 40) -> tuple:
     )
 
 
-def _check_reference(ts: list, qs: list, covs: list, d: torch.Tensor) -> None:
+def _check_reference(ts: list, qs: list, covs: list, d: torch.Tensor, reference=reference_lex) -> None:
     for i, (t, q, c) in enumerate(zip(ts, qs, covs, strict=True)):
-        ref = [float(x) for x in reference_lex(t, q, c)]
+        ref = [float(x) for x in reference(t, q, c)]
         got = d[i, : len(ref)].tolist()
         assert got == pytest.approx(ref, abs=ATOL), (i, t, q, c)
         assert d[i, len(ref) :].abs().max().item() == 0 if len(ref) < d.shape[1] else True
@@ -186,6 +190,18 @@ def test_score_laws_match_reference() -> None:
     d = lexicographic_base(t, q, valid, g)
     _check_reference(ts, qs, covs, d)
     _check_base(t, q, valid, g, d)
+
+
+@pytest.mark.parametrize("batch", ["counts", "scores"])
+def test_hedged_base_matches_reference(batch: str) -> None:
+    ts, qs, covs, (t, q, valid, g) = _count_batch() if batch == "counts" else _score_batch()
+    d = hedged_base(t, q, valid, g)
+    _check_reference(ts, qs, covs, d, reference_hedged)
+    _check_base(t, q, valid, g, d)
+    lex = lexicographic_base(t, q, valid, g)
+    # the same optimal face: sum min(t, d) unchanged; the hedge moved mass on some rows
+    assert (torch.minimum(t, d).sum(1) - torch.minimum(t, lex).sum(1)).abs().max().item() < 1e-12
+    assert int(((d - lex).abs().amax(1) > 1e-9).sum()) >= 1
 
 
 def test_larger_rows_match_reference() -> None:

@@ -3,11 +3,11 @@ r"""The ``near_opt_bv`` kernel: its score-law node rules, its count-law walk, an
 * Score node rules: :func:`~spectr_gbv.gpu.kernels.coverage.split_node_rule` with a batch of
   :class:`~spectr_gbv.gpu.kernels.score_laws.ScoreLaws` on 60 random nodes (n in 2..7, K in
   2..4, score laws H taken from the reference's child laws up to two levels down, targets w p
-  with zeros and ties), for both splits (``"orders"``: the reference default, lexicographic
-  base; ``"proportional"``): d, the share and the moments k = 0..3 of every child's law
+  with zeros and ties), for both splits (``"orders"``: the reference default, the hedged base,
+  and the lexicographic base; ``"proportional"``): d, the share and the moments k = 0..3 of every child's law
   (:func:`~spectr_gbv.gpu.kernels.near_opt_bv.exact_child`, exact from the rule's floats)
   equal the exact reference
-  (:func:`~spectr_gbv.reference.coverage.mixture_rule` ``"lex"`` /
+  (:func:`~spectr_gbv.reference.coverage.mixture_rule` ``"hedge"``, ``"lex"`` /
   :func:`~spectr_gbv.reference.coverage.proportional_rule`, :func:`~spectr_gbv.reference.near_opt_bv.child_law`)
   within 1e-9.
 * Score selection: :func:`~spectr_gbv.gpu.kernels.near_opt_bv.score_selection` on random exact
@@ -212,7 +212,7 @@ def test_one_draft_selects_draft_zero_with_the_draft_law():
 
 # ---------------------------------------------------------------------------- score selection
 #: (kernel split, reference priority, reference split)
-SPLIT_CASES = [("orders", "lex", "orders"), ("proportional", "ratio", "proportional")]
+SPLIT_CASES = [("orders", "hedge", "orders"), ("orders", "lex", "orders"), ("proportional", "ratio", "proportional")]
 
 
 def reference_rule(t: tuple, q: tuple, cov: ScoreCoverage, priority: str, split: str) -> tuple:
@@ -254,7 +254,7 @@ def test_score_node_rule_and_child_laws_equal_the_exact_reference(split, priorit
         laws = ScoreLaws.from_exact([c[2] for c in sub], K - 1)
         t, q = padded([c[0] for c in sub]), padded([c[1] for c in sub])
         marked = torch.where(q > 0, torch.arange(WIDTH), q.argmax(-1, keepdim=True))
-        rule = split_node_rule(t, q, laws, split=split, marked=marked)
+        rule = split_node_rule(t, q, laws, split=split, priority=priority, marked=marked)
         assert int(rule.peel_fallbacks) == 0
         for i, (tt, qq, law, _) in enumerate(sub):
             d_ref, share, orders = reference_rule(tuple(tt), tuple(qq), ScoreCoverage(law, K - 1), priority, ref_split)
@@ -286,7 +286,7 @@ def _score_batch(n: int, K: int, seed: int, copies: int = 2):
 @pytest.mark.parametrize(("n", "K", "seed"), [(3, 2, 5), (4, 3, 11), (3, 4, 23), (4, 2, 40)])
 def test_score_selection_equals_the_reference_score_tree(split, priority, ref_split, n, K, seed):
     tuples, groups, inputs, group = _score_batch(n, K, seed)
-    sel = score_selection(inputs, split)
+    sel = score_selection(inputs, split, priority)
     assert int(sel.peel_fallbacks) == 0
     for r in range(len(tuples)):  # rows r and r + 3 are copies
         drafts, q_rows, p_rows = groups[int(group[r])]
@@ -362,7 +362,7 @@ def test_narrow_score_laws_keep_their_mass_and_equal_the_reference(L, seed):
     sel = score_selection(validate_inputs(drafts, q, p, None))
     assert not bool(sel.unresolved.any())
     batch = VerifyInput(drafts[0].numpy(), q[0].numpy(), p[0].numpy(), False)
-    nodes, leaves = score_tree(batch, "lex", "bv", "orders")
+    nodes, leaves = score_tree(batch, "hedge", "bv", "orders")
     assert [float(x) for x in win_probabilities(leaves)] == sel.win[0].tolist()
     for k in range(3):
         x, rows = batch.draft(k), sel.rows(torch.full((1,), k))[0]
