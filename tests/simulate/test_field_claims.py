@@ -134,8 +134,8 @@ def test_never_below_fails_exactly(ledger):
     assert c.verdict == FAILS
     rows = c.values
     assert rows["2"] == {
-        "A": {"best": "gbv_multipath", "value": "335/324", "near_opt_bv": "325/324"},
-        "B": {"best": "optimal_multidraft", "value": "215/324", "near_opt_bv": "215/324"},
+        "A": {"best": "gbv_multipath", "value": "335/324", "near_opt_bv": "55/54"},
+        "B": {"best": "optimal_multidraft", "value": "215/324", "near_opt_bv": "35/54"},
         "bound": "5/3",
     }
     assert (rows["3"]["bound"], rows["4"]["bound"]) == ("19/9", "65/27")
