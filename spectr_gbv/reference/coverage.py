@@ -336,16 +336,16 @@ def hedged_base(t: Sequence[Fraction], q: Sequence[Fraction], counts: Coverage) 
     under = sorted((y for y in range(len(q)) if q[y] > 0 and 0 < d[y] < t[y]), key=lambda y: (t[y] / q[y], y))
     if len(under) < 2:
         return tuple(d)
-    mass = sum((d[y] for y in under), Fraction(0))
-    capped = Fraction(0)
+    rest = sum((d[y] for y in under), Fraction(0))  # d(T), less the caps given so far
+    rest_q = sum((q[y] for y in under), Fraction(0))
     for i, y in enumerate(under):  # t/q ascending: the tokens that hit their cap t come first
-        lam = (mass - capped) / sum((q[z] for z in under[i:]), Fraction(0))
+        lam = rest / rest_q
         if t[y] >= lam * q[y]:
             for z in under[i:]:
                 d[z] = lam * q[z]
             break
         d[y] = t[y]
-        capped += t[y]
+        rest, rest_q = rest - t[y], rest_q - q[y]
     return tuple(d)
 
 

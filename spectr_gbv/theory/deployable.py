@@ -227,10 +227,11 @@ def _rows_along(inst: Instance, multiset: tuple[tuple[int, ...], ...]) -> tuple:
     return tuple(key)
 
 
-def _joint_lp(instances: Sequence[Instance], num_drafts: int) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray, int]:
+def _joint_lp(instances: Sequence[Instance], num_drafts: int) -> tuple[sp.csr_matrix, np.ndarray, sp.csr_matrix, int]:
     """The joint LP's equality rows (kernels are laws, lossless on every member) and value rows.
 
-    Returns (A_eq, b_eq, values, kernels) with ``values[i] @ x`` = E_i[tau] for member i.
+    Returns (A_eq, b_eq, values, kernels), ``values`` sparse [members, columns] with
+    ``values[i] @ x`` = E_i[tau] for member i.
     Raises what :func:`joint_optimum` documents.
     """
     if not instances:
@@ -296,7 +297,7 @@ def _joint_lp(instances: Sequence[Instance], num_drafts: int) -> tuple[sp.csr_ma
     values = sp.csr_matrix(
         ([e[2] for e in value_entries], ([e[0] for e in value_entries], [e[1] for e in value_entries])),
         shape=(len(instances), len(cols)),
-    ).toarray()
+    )
     return a, np.array(rhs), values, len(seen)
 
 
@@ -346,7 +347,7 @@ def joint_optimum(
         raise ValueError(f"weights: expected {len(instances)} values, got {len(w)}")
     a, rhs, values, kernels = _joint_lp(instances, num_drafts)
     res = linprog(
-        -(np.array(w) @ values), A_eq=a, b_eq=rhs, bounds=(0, None), method="highs", options=JOINT_HIGHS_OPTIONS
+        -(values.T @ np.array(w)), A_eq=a, b_eq=rhs, bounds=(0, None), method="highs", options=JOINT_HIGHS_OPTIONS
     )
     if res.status != 0:
         raise RuntimeError(f"joint LP: HiGHS status {res.status}: {res.message}")
@@ -479,7 +480,7 @@ def joint_margin(instances: Sequence[Instance], num_drafts: int, floors: Sequenc
     a, rhs, values, kernels = _joint_lp(instances, num_drafts)
     # Variables (x, t): maximise t subject to values_i @ x - t >= floors_i.
     a_eq = sp.hstack([a, sp.csr_matrix((a.shape[0], 1))]).tocsr()
-    a_ub = np.hstack([-values, np.ones((len(fl), 1))])
+    a_ub = sp.hstack([-values, sp.csr_matrix(np.ones((len(fl), 1)))]).tocsr()
     cost = np.zeros(a.shape[1] + 1)
     cost[-1] = -1.0
     bounds = [(0, None)] * a.shape[1] + [(None, None)]
