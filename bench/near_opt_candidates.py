@@ -22,7 +22,9 @@ with BV's running weight scaling the target (``weighting``) and a choice of opti
 (``priority``). C3: C2 plus a correction coupled with the drafts left at BV's stop. C4: independent
 per-draft scores split at every drafted prefix (module :mod:`spectr_gbv.reference.score_laws`),
 with the split variants of ``split``. C5 (the registered ``near_opt_bv`` is C5a): C4d's lexicographic
-base with its under-drafted children re-split in proportion to q (``priority="hedge"``).
+base with its under-drafted children re-split in proportion to q (``priority="hedge"``). C6a: C5a
+with the over-drafted children's mass also split by q, floored at the target
+(``priority="neutral"``; a negative result).
 
 Usage::
 
@@ -234,6 +236,9 @@ def _candidates() -> dict[str, Verifier]:
         "C5b C5a with an unweighted target": NearOptBlockVerifier(weighting="none"),
         "C5c C5a at the last level only": NearOptBlockVerifier(weighting="leaf"),
         "C5d the walk with the hedged base": walk(priority="hedge"),
+        "C6a C5a with the over-drafted surplus also split by q (floored at t)": NearOptBlockVerifier(
+            priority="neutral"
+        ),
     }
 
 

@@ -68,11 +68,12 @@ Decomposition = tuple[tuple[Fraction, tuple[int, ...]], ...]
 #: ``priority`` values of :func:`mixture_rule`: the order in which steps 1-2 visit the tokens
 #: (``"id"``, ``"ratio"``), or instead of steps 1-2 ``"lex"``, the lexicographically optimal base
 #: (:func:`lexicographic_base`), or ``"hedge"``, that base with its under-drafted tokens re-split
-#: in proportion to q (:func:`hedged_base`).
-PRIORITIES: tuple[str, ...] = ("id", "ratio", "lex", "hedge")
+#: in proportion to q (:func:`hedged_base`), or ``"neutral"``, that with the over-drafted tokens
+#: re-split towards q too (:func:`neutral_base`; a research variant, candidate C6a, reference only).
+PRIORITIES: tuple[str, ...] = ("id", "ratio", "lex", "hedge", "neutral")
 
 #: The priorities of :func:`mixture_rule` that are whole bases, not visit orders of steps 1-2.
-BASE_PRIORITIES: tuple[str, ...] = ("lex", "hedge")
+BASE_PRIORITIES: tuple[str, ...] = ("lex", "hedge", "neutral")
 
 
 def point_mass(c: int) -> Counts:
@@ -295,6 +296,26 @@ def lexicographic_base(t: Sequence[Fraction], q: Sequence[Fraction], counts: Cov
     return tuple(d)
 
 
+def _water_fill(
+    d: list[Fraction], tokens: list[int], t: Sequence[Fraction], q: Sequence[Fraction], *, cap: bool
+) -> None:
+    """Re-split d(tokens) in place as min{t, lam q} (``cap``) or max{t, lam q}, the same total.
+
+    ``tokens`` come sorted so that those held at t come first: t/q ascending for a cap, t/q
+    descending for a floor. The total is kept exactly; lam is the level of the tokens not held.
+    """
+    rest = sum((d[y] for y in tokens), Fraction(0))  # the total, less what the held tokens took
+    rest_q = sum((q[y] for y in tokens), Fraction(0))
+    for i, y in enumerate(tokens):
+        lam = rest / rest_q
+        if (t[y] >= lam * q[y]) if cap else (t[y] <= lam * q[y]):
+            for z in tokens[i:]:
+                d[z] = lam * q[z]
+            return
+        d[y] = t[y]
+        rest, rest_q = rest - t[y], rest_q - q[y]
+
+
 def hedged_base(t: Sequence[Fraction], q: Sequence[Fraction], counts: Coverage) -> tuple[Fraction, ...]:
     r"""The lexicographically optimal base w.r.t. t, its under-drafted tokens re-split in proportion to q.
 
@@ -336,16 +357,49 @@ def hedged_base(t: Sequence[Fraction], q: Sequence[Fraction], counts: Coverage) 
     under = sorted((y for y in range(len(q)) if q[y] > 0 and 0 < d[y] < t[y]), key=lambda y: (t[y] / q[y], y))
     if len(under) < 2:
         return tuple(d)
-    rest = sum((d[y] for y in under), Fraction(0))  # d(T), less the caps given so far
-    rest_q = sum((q[y] for y in under), Fraction(0))
-    for i, y in enumerate(under):  # t/q ascending: the tokens that hit their cap t come first
-        lam = rest / rest_q
-        if t[y] >= lam * q[y]:
-            for z in under[i:]:
-                d[z] = lam * q[z]
-            break
-        d[y] = t[y]
-        rest, rest_q = rest - t[y], rest_q - q[y]
+    _water_fill(d, under, t, q, cap=True)
+    return tuple(d)
+
+
+def neutral_base(t: Sequence[Fraction], q: Sequence[Fraction], counts: Coverage) -> tuple[Fraction, ...]:
+    r"""The hedged base with its over-drafted tokens' mass also re-split towards q (floored at t).
+
+    Let h be :func:`hedged_base`, T its under-drafted tokens and A the rest of the support of q
+    (h >= t on A). On A the split does not change :math:`\sum_y \min\{t(y), h(y)\}` as long as
+    it stays at or above t; ``hedge`` spreads h(A) in proportion to t (the lexicographic base),
+    this rule in proportion to q, floored at t (water-filling from below):
+
+    .. math::
+        n(y) = \max\{t(y), \mu q(y)\} \ (y \in A), \qquad \sum_{y \in A} n(y) = h(A),
+        \qquad n = h 	ext{ on } T.
+
+    q is the base of a draft that no rule steers (every child's law equal to its parent's), so
+    this rule moves the over-drafted mass towards that split as far as the floors allow. It is a base of
+    the contraction of g by T: the threshold sets of n/q are the prefixes of A by t/q descending,
+    on the floored prefix n = t <= h there, and past it g's contraction is concave while n's sum
+    is linear in q-mass, with equality at A (docs/near_opt_bv.md, "Candidates tried", C6).
+
+    Parameters
+    ----------
+    t : sequence of Fraction, length n
+        Nonnegative weights (the target).
+    q : sequence of Fraction, length n
+        Draft law at the node.
+    counts : Coverage
+        Law of the number of drafts through the node, or a coverage function.
+
+    Returns
+    -------
+    tuple of Fraction, length n
+        The base (sums to 1 on the support of q).
+
+    References
+    ----------
+    This project (issue 18; docs/near_opt_bv.md, candidate C6).
+    """
+    d = list(hedged_base(t, q, counts))
+    over = sorted((y for y in range(len(q)) if q[y] > 0 and not 0 < d[y] < t[y]), key=lambda y: (-(t[y] / q[y]), y))
+    _water_fill(d, over, t, q, cap=False)
     return tuple(d)
 
 
@@ -380,7 +434,8 @@ def mixture_rule(
         under-drafted tokens their selection mass first); or ``"lex"``, the lexicographically
         optimal base with respect to t (:func:`lexicographic_base`), which spreads the mass
         above the target in proportion to t; or ``"hedge"`` (:func:`hedged_base`), that base
-        with its under-drafted tokens re-split in proportion to q.
+        with its under-drafted tokens re-split in proportion to q; or ``"neutral"``
+        (:func:`neutral_base`), the hedge with the over-drafted tokens' mass split by q, floored at t.
 
     Returns
     -------
@@ -396,7 +451,7 @@ def mixture_rule(
         ``priority`` not in :data:`PRIORITIES`.
     """
     if priority in BASE_PRIORITIES:
-        d = (lexicographic_base if priority == "lex" else hedged_base)(t, q, counts)
+        d = {"lex": lexicographic_base, "hedge": hedged_base, "neutral": neutral_base}[priority](t, q, counts)
         return d, decompose_base(d, q, counts)
     support = _visit_order(t, q, priority, PRIORITIES)
     a = _acceptance_vector(t, q, support, counts)
@@ -524,6 +579,7 @@ __all__ = [
     "coverage",
     "decompose_base",
     "hedged_base",
+    "neutral_base",
     "lexicographic_base",
     "mixture_rule",
     "order_vertex",
