@@ -371,13 +371,13 @@ def neutral_base(t: Sequence[Fraction], q: Sequence[Fraction], counts: Coverage)
 
     .. math::
         n(y) = \max\{t(y), \mu q(y)\} \ (y \in A), \qquad \sum_{y \in A} n(y) = h(A),
-        \qquad n = h 	ext{ on } T.
+        \qquad n = h \text{ on } T.
 
     q is the base of a draft that no rule steers (every child's law equal to its parent's), so
-    this rule moves the over-drafted mass towards that split as far as the floors allow. It is a base of
-    the contraction of g by T: the threshold sets of n/q are the prefixes of A by t/q descending,
-    on the floored prefix n = t <= h there, and past it g's contraction is concave while n's sum
-    is linear in q-mass, with equality at A (docs/near_opt_bv.md, "Candidates tried", C6).
+    this rule moves the over-drafted mass towards that split as far as the floors allow. It is a
+    base of the contraction of g by T: the threshold sets of n/q are the prefixes of A by t/q
+    descending; on the floored prefix n = t <= h, and past it g's contraction is concave while
+    n's sum is linear in q-mass, with equality at A. So it is on the same optimal face, lossless.
 
     Parameters
     ----------
@@ -395,7 +395,7 @@ def neutral_base(t: Sequence[Fraction], q: Sequence[Fraction], counts: Coverage)
 
     References
     ----------
-    This project (issue 18; docs/near_opt_bv.md, candidate C6).
+    This project (issue 18; docs/near_opt_bv.md, "Candidates tried", C6a: a negative result).
     """
     d = list(hedged_base(t, q, counts))
     over = sorted((y for y in range(len(q)) if q[y] > 0 and not 0 < d[y] < t[y]), key=lambda y: (-(t[y] / q[y]), y))
@@ -579,9 +579,9 @@ __all__ = [
     "coverage",
     "decompose_base",
     "hedged_base",
-    "neutral_base",
     "lexicographic_base",
     "mixture_rule",
+    "neutral_base",
     "order_vertex",
     "point_mass",
     "proportional_rule",

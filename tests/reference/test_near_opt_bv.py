@@ -102,7 +102,7 @@ def test_hedged_base_hand_cases():
 def test_neutral_base_candidate_c6a():
     # random:3,3,32,0.3's root at K = 2: both drafted tokens over-drafted (coverage 408/529 and
     # 385/529 above t = 1/5, 3/5); lex (and the hedge) spread the mass in proportion to t, capped
-    # at token 1's coverage; C6a floors token 1 at t and gives token 0 the rest, 2/5 (by q, 0.77 q)
+    # at token 1's coverage; C6a floors token 1 at t and gives token 0 the rest, 2/5 (= 23/30 of its q)
     t, q, two = (F(1, 5), F(3, 5), F(0)), (F(12, 23), F(11, 23), F(0)), point_mass(2)
     assert lexicographic_base(t, q, two) == hedged_base(t, q, two) == (F(144, 529), F(385, 529), F(0))
     assert neutral_base(t, q, two) == (F(2, 5), F(3, 5), F(0))
