@@ -1,13 +1,15 @@
 """Seconds per call of the ``near_opt_bv`` kernel against the vocabulary size, side by side in one run.
 
 Run: ``python bench/near_opt_kernel_scaling.py [--Vs 64,1024,4096,16384,49152] [--Bs 1,8]
-[--K 4] [--L 3] [--cap 120] [--threads 1] [--walk]``. For each V and B it builds float64 rows
+[--K 4] [--L 3] [--cap 120] [--threads 1] [--walk] [--lex]``. For each V and B it builds float64 rows
 (seeded) as softmaxes of random logits, drafts sampled from q along a consistent draft tree
 (drafts sharing a prefix share their rows; ``bench/kernel_overhead.py``'s ``tree_rows``), and
 times one ``verify("near_opt_bv", ...)`` call on the CPU (the registered score selection;
 ``time.perf_counter``; input validation included). ``sd`` is timed at the same shape as the
 cheap baseline, and the table reports the ratio; ``--walk`` also times the first version's walk
-(``verify_near_opt_bv(..., selection="walk")``) side by side. A V whose call exceeds ``--cap``
+(``verify_near_opt_bv(..., selection="walk")``) side by side, and ``--lex`` the score selection
+with the lexicographically optimal base (``priority="lex"``, the registered rule before the
+hedged base) with its peel fallbacks. A V whose call exceeds ``--cap``
 seconds is reported as "> cap" and larger V are skipped. ``--threads`` sets torch's intra-op
 threads (1 by default: on a shared, oversubscribed machine the thread pool makes small
 element-wise ops orders of magnitude slower).
@@ -50,11 +52,19 @@ def softmax_tree(B: int, K: int, L: int, V: int, seed: int) -> tuple[torch.Tenso
 
 
 def seconds(method: str, rows: tuple[torch.Tensor, ...], seed: int) -> tuple[float, dict[str, int]]:
-    """Wall time of one kernel call and its diagnostics (``method`` ``"walk"``: near_opt_bv's walk)."""
+    """Wall time of one kernel call and its diagnostics.
+
+    ``method`` is a registered method, ``"walk"`` (near_opt_bv's walk) or ``"lex"`` (its score
+    selection with the lexicographically optimal base).
+    """
     t0 = time.perf_counter()
     gen = torch.Generator().manual_seed(seed)
-    if method == "walk":
-        out = verify_near_opt_bv(validate_inputs(*rows, gen), TorchUniforms(torch.device("cpu"), gen), "walk")
+    if method in ("walk", "lex"):
+        uniforms = TorchUniforms(torch.device("cpu"), gen)
+        if method == "walk":
+            out = verify_near_opt_bv(validate_inputs(*rows, gen), uniforms, "walk")
+        else:
+            out = verify_near_opt_bv(validate_inputs(*rows, gen), uniforms, "score", priority="lex")
     else:
         out = verify(method, *rows, generator=gen)
     return time.perf_counter() - t0, {k: int(v) for k, v in out.diagnostics.items()}
@@ -70,29 +80,34 @@ def main() -> None:
     parser.add_argument("--cap", type=float, default=120.0)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--walk", action="store_true", help="also time selection='walk'")
+    parser.add_argument("--lex", action="store_true", help="also time the lexicographic base (priority='lex')")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     Vs = [int(v) for v in args.Vs.split(",")]
     Bs = [int(b) for b in args.Bs.split(",")]
     print(f"near_opt_bv, CPU float64, K = {args.K}, L = {args.L}, torch threads = {args.threads}\n")
-    print("| V | B | near_opt_bv s/call | sd s/call | ratio | peel fallbacks | walk s/call |")
-    print("|---:|---:|---:|---:|---:|---:|---:|")
+    print("| V | B | near_opt_bv s/call | sd s/call | ratio | peel fallbacks | walk s/call | lex s/call (fallbacks) |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     stopped = set()
     for V in Vs:
         for B in Bs:
             if B in stopped:
-                print(f"| {V} | {B} | skipped (a smaller V exceeded {args.cap:g} s) | | | | |")
+                print(f"| {V} | {B} | skipped (a smaller V exceeded {args.cap:g} s) | | | | | |")
                 continue
             rows = softmax_tree(B, args.K, args.L, V, seed=V + B)
             sd, _ = seconds("sd", rows, 0)
             s, diag = seconds("near_opt_bv", rows, 0)
             walk = f"{seconds('walk', rows, 0)[0]:.3f}" if args.walk else ""
+            lex = ""
+            if args.lex:
+                s_lex, d_lex = seconds("lex", rows, 0)
+                lex = f"{s_lex:.3f} ({d_lex['peel_fallbacks']})"
+            tail = f"{diag['peel_fallbacks']} | {walk} | {lex} |"
             if s > args.cap:
                 stopped.add(B)
-                print(f"| {V} | {B} | > {args.cap:g} s ({s:.1f}) | {sd:.4f} | | {diag['peel_fallbacks']} | {walk} |")
+                print(f"| {V} | {B} | > {args.cap:g} s ({s:.1f}) | {sd:.4f} | | {tail}", flush=True)
             else:
-                line = f"| {V} | {B} | {s:.3f} | {sd:.4f} | {s / sd:.0f} | {diag['peel_fallbacks']} | {walk} |"
-                print(line, flush=True)
+                print(f"| {V} | {B} | {s:.3f} | {sd:.4f} | {s / sd:.0f} | {tail}", flush=True)
 
 
 if __name__ == "__main__":
