@@ -9,6 +9,7 @@ temperature, measured in the same run on the same prompts with the same number o
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections.abc import Sequence
@@ -249,7 +250,9 @@ def estimate_seconds(
     Per speculative run, ``max_new_tokens / min(assumed_be, L + 1)`` iterations, each costing
     L draft steps of K rows plus one scoring call of K x (L + 1) positions (interpolated
     linearly in the number of positions between the measured widths); ``ar`` costs one decode
-    step per token. The extras are sized from the same costs (order of magnitude only).
+    step per token. The extras are sized from the same costs (order of magnitude only). The
+    measured costs are first made non-decreasing in the number of positions (their running
+    maximum), so timings made noisy by a loaded machine never give a negative estimate.
 
     Parameters
     ----------
@@ -274,6 +277,10 @@ def estimate_seconds(
     lossless_prompt_tokens = lossless_prompt_tokens or {}
     pts = sorted((int(k) * int(w), s) for key, s in costs["score_s"].items() for k, w in [key.split("x")])
     xs, ys = [1] + [p for p, _ in pts], [d] + [s for _, s in pts]
+    # Timings on a loaded machine can come out non-monotone in the number of positions (a wider
+    # call timed faster than a narrower one); a call never costs less than a narrower one, so the
+    # curve is the running maximum, and its extrapolation never slopes down (nor goes below 0).
+    ys = list(itertools.accumulate(ys, max))
 
     def score(n: float) -> float:
         if n >= xs[-1]:

@@ -285,6 +285,17 @@ def test_step_costs_and_estimate(run):
     assert result.estimate_s > 0 and result.elapsed_s > 0
 
 
+def test_estimate_never_goes_negative_on_noisy_step_costs():
+    # Regression: on a loaded machine a wider scoring call was once timed faster than a narrower
+    # one, the extrapolation to the 100-token prefill sloped down, and grid_s came out -0.81 s.
+    cfg = small_config()
+    noisy = {"decode_s": 0.01, "score_s": {"3x5": 0.002, "3x9": 0.001}, "draft_step_s": {1: 0.004, 3: 0.003}}
+    flat = {"decode_s": 0.01, "score_s": {"3x5": 0.01, "3x9": 0.01}, "draft_step_s": {1: 0.004, 3: 0.003}}
+    est = estimate_seconds(cfg, noisy)
+    assert est == estimate_seconds(cfg, flat)  # the running maximum of the noisy curve
+    assert est["grid_s"] > 0 and est["extras_s"] > 0
+
+
 # ----------------------------------------------------------------------------- extras
 
 
