@@ -342,6 +342,102 @@ def _keys(tree_drafts: np.ndarray, ms: np.ndarray) -> list[Multiset]:
     return [tuple(drafts[d] for d in row) for row in ms.tolist()]
 
 
+def _plan_opt(
+    target: TabularAR,
+    draft: TabularAR,
+    num_drafts: int,
+    draft_length: int,
+    max_nonzeros: int | None,
+    max_memory: int | None,
+    method: str,
+) -> tuple[TabularAR, TabularAR, build.PrefixTree, tuple[int, int, int], str]:
+    """Check the OPT(K) LP's inputs and size; its prefix tree, plain-LP size and solve method."""
+    target, draft = _checked(target, draft, num_drafts, draft_length, "opt")
+    tree = build.prefix_tree(target, draft, draft_length)
+    size = build.opt_size(tree, num_drafts)
+    n_ms = build.num_multisets(len(tree.drafts), num_drafts)
+    if method == "auto":
+        method = "full" if size[2] <= COLGEN_MIN_NONZEROS else "colgen"
+    _refuse_if_large(size, target.n, num_drafts, draft_length, "opt", max_nonzeros, max_memory, n_ms, method)
+    nodes = len(tree.node_len)
+    if method == "colgen" and nodes > MAX_COLGEN_NODES:
+        raise LPTooLargeError(
+            f"OPT(K) LP for n={target.n}, L={draft_length}, K={num_drafts}: column generation over {nodes} "
+            f"prefix-tree nodes, over the limit MAX_COLGEN_NODES={MAX_COLGEN_NODES} (hours of solving); "
+            "rerun with --no-lp to skip the LPs"
+        )
+    return target, draft, tree, size, method
+
+
+def _plan_ot(
+    target: TabularAR,
+    draft: TabularAR,
+    num_drafts: int,
+    draft_length: int,
+    max_nonzeros: int | None,
+    max_memory: int | None,
+) -> tuple[TabularAR, TabularAR, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], tuple[int, int, int]]:
+    """Check the OT(K) LP's inputs and size; its draft support, exact target joint, targets, size."""
+    target, draft = _checked(target, draft, num_drafts, draft_length, "ot")
+    drafts, q_drafts = build.draft_support(draft, draft_length)
+    p_exact = exact(target.joint(draft_length))
+    targets = np.argwhere(np.asarray(p_exact > 0, dtype=bool)).astype(np.int64)
+    size = build.ot_size(len(drafts), len(targets), num_drafts)
+    n_ms = build.num_multisets(len(drafts), num_drafts)
+    _refuse_if_large(size, target.n, num_drafts, draft_length, "ot", max_nonzeros, max_memory, n_ms, "full")
+    return target, draft, (drafts, q_drafts, p_exact, targets), size
+
+
+def check_lp_fits(
+    target: TabularAR,
+    draft: TabularAR,
+    num_drafts: int,
+    draft_length: int,
+    kind: str,
+    *,
+    max_nonzeros: int | None = None,
+    max_memory: int | None = None,
+) -> None:
+    """Raise exactly what :func:`optimal_lossless` (``"opt"``) or :func:`optimal_coupling` (``"ot"``) would refuse.
+
+    The same checks, run without building or solving the LP (the prefix tree is counted), so
+    a caller solving several LPs can refuse a too-large one before spending minutes on the
+    others (``spectr-gbv bound`` checks every K and both LPs first).
+
+    Parameters
+    ----------
+    target, draft : TabularAR
+        p and q (OPT needs target depth >= L).
+    num_drafts, draft_length : int
+        K >= 1 and L >= 1.
+    kind : {"opt", "ot"}
+    max_nonzeros, max_memory : int, optional
+        As :func:`optimal_lossless` / :func:`optimal_coupling` (their defaults when omitted).
+
+    Raises
+    ------
+    ValueError
+        Bad ``kind``, K, L or models, or (OPT) target depth < L.
+    LPTooLargeError
+        The LP would be refused (one line naming n, L, K, the size and ``--no-lp``).
+
+    References
+    ----------
+    THEORY.md section 5 (the LPs); this package's memory guard.
+
+    Examples
+    --------
+    >>> from spectr_gbv.core import default_instance
+    >>> check_lp_fits(*default_instance(), num_drafts=2, draft_length=2, kind="opt")
+    """
+    if kind == "opt":
+        _plan_opt(target, draft, num_drafts, draft_length, max_nonzeros, max_memory, "auto")
+    elif kind == "ot":
+        _plan_ot(target, draft, num_drafts, draft_length, max_nonzeros, max_memory)
+    else:
+        raise ValueError(f"kind must be 'opt' or 'ot', got {kind!r}")
+
+
 def optimal_lossless(
     target: TabularAR,
     draft: TabularAR,
@@ -420,20 +516,9 @@ def optimal_lossless(
     >>> round(res.value * 36, 6), res.validity_defect < 1e-12
     (71.0, True)
     """
-    target, draft = _checked(target, draft, num_drafts, draft_length, "opt")
-    tree = build.prefix_tree(target, draft, draft_length)
-    size = build.opt_size(tree, num_drafts)
-    n_ms = build.num_multisets(len(tree.drafts), num_drafts)
-    if _method == "auto":
-        _method = "full" if size[2] <= COLGEN_MIN_NONZEROS else "colgen"
-    _refuse_if_large(size, target.n, num_drafts, draft_length, "opt", max_nonzeros, max_memory, n_ms, _method)
-    nodes = len(tree.node_len)
-    if _method == "colgen" and nodes > MAX_COLGEN_NODES:
-        raise LPTooLargeError(
-            f"OPT(K) LP for n={target.n}, L={draft_length}, K={num_drafts}: column generation over {nodes} "
-            f"prefix-tree nodes, over the limit MAX_COLGEN_NODES={MAX_COLGEN_NODES} (hours of solving); "
-            "rerun with --no-lp to skip the LPs"
-        )
+    target, draft, tree, size, _method = _plan_opt(
+        target, draft, num_drafts, draft_length, max_nonzeros, max_memory, _method
+    )
     if _method == "colgen":
         with _stages(size, "opt", num_drafts) as bar:
             _next_stage(bar, "solving (column generation, HiGHS)")
@@ -520,14 +605,10 @@ def optimal_coupling(
     >>> round(optimal_coupling(*default_instance(), num_drafts=1, draft_length=2).value, 9)
     1.625
     """
-    target, draft = _checked(target, draft, num_drafts, draft_length, "ot")
+    target, draft, (drafts, q_drafts, p_exact, targets), size = _plan_ot(
+        target, draft, num_drafts, draft_length, max_nonzeros, max_memory
+    )
     L = draft_length
-    drafts, q_drafts = build.draft_support(draft, L)
-    p_exact = exact(target.joint(L))
-    targets = np.argwhere(np.asarray(p_exact > 0, dtype=bool)).astype(np.int64)
-    size = build.ot_size(len(drafts), len(targets), num_drafts)
-    n_ms = build.num_multisets(len(drafts), num_drafts)
-    _refuse_if_large(size, target.n, num_drafts, L, "ot", max_nonzeros, max_memory, n_ms, "full")
     with _stages(size, "ot", num_drafts) as bar:
         ms, mult = build.multisets(len(drafts), num_drafts)
         mass = mult * np.prod(q_drafts[ms], axis=1)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from spectr_gbv.core.instance import Instance
 from spectr_gbv.core.numbers import Scalar, json_value
 from spectr_gbv.theory import bounds
-from spectr_gbv.theory.lp import optimal_coupling, optimal_lossless
+from spectr_gbv.theory.lp import check_lp_fits, optimal_coupling, optimal_lossless
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,8 @@ def bound_table(instance: Instance, ks: Sequence[int], *, with_lp: bool = True) 
     Raises
     ------
     ValueError
-        Bad K, or :class:`~spectr_gbv.theory.lp.LPTooLargeError` when an LP would not fit.
+        Bad K, or :class:`~spectr_gbv.theory.lp.LPTooLargeError` when an LP would not fit
+        (every K's two LPs are checked before any is solved).
 
     References
     ----------
@@ -77,6 +78,10 @@ def bound_table(instance: Instance, ks: Sequence[int], *, with_lp: bool = True) 
     closed = bounds.closed_form_bounds(p, q, ks, L)  # checks every K before any work
     sd = bounds.sd_expected_accepted(p, q, L)
     bv = bounds.bv_expected_accepted(p, q, L)
+    if with_lp:  # refuse a too-large LP before minutes of solving the others
+        for k in ks:
+            for kind in ("opt", "ot"):
+                check_lp_fits(p, q, k, L, kind)
     rows = []
     for k in ks:
         rows.append(
