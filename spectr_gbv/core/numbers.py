@@ -118,10 +118,21 @@ def parse_probability(value: Any, where: str) -> Scalar:
     ValueError
         If the value is not a number, is NaN/inf, or is negative; the message names ``where``.
     """
-    if isinstance(value, bool):
+    out: Scalar
+    if isinstance(value, float):  # the common case first (numpy float64 too): no ABC checks
+        out = float(value)
+        if not math.isfinite(out):
+            raise ValueError(f"{where}: probability {value!r} is not finite")
+    elif type(value) is Fraction:  # exact rows: integer comparisons (the denominator is > 0)
+        if value.numerator < 0:
+            raise ValueError(f"{where}: probability {_short_value(value)} is negative")
+        if value.numerator > value.denominator:
+            raise ValueError(f"{where}: probability {_short_value(value)} is above 1")
+        return value
+    elif isinstance(value, bool):
         raise ValueError(f"{where}: probability {value!r} is a bool, not a number")
-    if isinstance(value, Rational):
-        out: Scalar = Fraction(value)
+    elif isinstance(value, Rational):
+        out = Fraction(value)
     elif isinstance(value, str):
         if len(value) > MAX_PROBABILITY_CHARS:
             raise ValueError(f"{where}: probability string of {len(value)} characters (limit {MAX_PROBABILITY_CHARS})")

@@ -149,6 +149,24 @@ def check_random_size(n: int, depth: int, *, what: str = "depth") -> int:
     return entries
 
 
+def _exact_sum(row: Sequence[Fraction]) -> Fraction:
+    """The exact sum of Fractions, numerators added per denominator first (rows share one, mostly)."""
+    by_denominator: dict[int, int] = {}
+    for v in row:
+        by_denominator[v.denominator] = by_denominator.get(v.denominator, 0) + v.numerator
+    return sum((Fraction(num, den) for den, num in by_denominator.items()), Fraction(0))
+
+
+def _plain_float_row(row: np.ndarray) -> bool:
+    """True when every entry of a float array is finite and in [0, 1 + FLOAT_ROW_ATOL] (checked at once).
+
+    Such a row parses to the same floats as :func:`parse_probability` entry by entry; any other
+    row takes that path, which raises the message naming the bad entry.
+    """
+    with np.errstate(invalid="ignore"):
+        return bool(np.all(np.isfinite(row)) and np.all(row >= 0) and np.all(row <= 1 + FLOAT_ROW_ATOL))
+
+
 class TabularAR:
     """An autoregressive next-token model given by a table of conditionals.
 
@@ -215,7 +233,10 @@ class TabularAR:
                 raise ValueError(f"{where}: row must be a list of {self.n} probabilities")
             if len(row) != self.n:
                 raise ValueError(f"{where}: row has {len(row)} entries, expected n = {self.n}")
-            parsed[prefix] = [parse_probability(v, where) for v in row]
+            if isinstance(row, np.ndarray) and row.ndim == 1 and row.dtype.kind == "f" and _plain_float_row(row):
+                parsed[prefix] = row.astype(np.float64).tolist()  # checked at once (the common float case)
+            else:
+                parsed[prefix] = [parse_probability(v, where) for v in row]
         if not parsed:
             raise ValueError(f"{name}: no laws given (need at least the empty prefix)")
         max_len = max(len(p) for p in parsed)
@@ -249,7 +270,7 @@ class TabularAR:
 
     # ------------------------------------------------------------------ validation
     def _check_row(self, row: Sequence[Scalar], where: str, atol: float) -> None:
-        total = sum(row, Fraction(0)) if self.exact else math.fsum(float(v) for v in row)
+        total = _exact_sum(row) if self.exact else math.fsum(float(v) for v in row)
         if self.exact:
             if total != 1:
                 raise ValueError(f"{where}: row sums to {_short_number(total)}, not exactly 1")
@@ -372,8 +393,7 @@ class TabularAR:
                     total = int(ints.sum())
                     laws[prefix] = [Fraction(int(i), total) for i in ints]
                 else:
-                    w = w / w.sum()
-                    laws[prefix] = [float(v) for v in w]
+                    laws[prefix] = w / w.sum()
         bar.close()
         return cls(n, laws, depth=depth, name=name)
 

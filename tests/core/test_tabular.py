@@ -52,6 +52,36 @@ def test_bad_rows_name_the_prefix(laws, match):
         TabularAR(2, laws, name="target")
 
 
+@pytest.mark.parametrize(
+    "row, match",
+    [
+        ([float("nan"), 1.0], "not finite"),
+        ([1.5, -0.5], "above 1"),
+        ([-0.5, 1.5], "negative"),
+        ([0.5, float("inf")], "not finite"),
+        ([0.5, 0.5 + 1e-6], r"not 1 within atol=1e-09"),
+    ],
+)
+@pytest.mark.parametrize("as_array", [False, True])
+def test_float_rows_checked_at_once_give_the_per_entry_errors(row, match, as_array):
+    # numpy float rows are checked with one vectorised pass; a bad one falls back to the
+    # entry-by-entry parse, so the message names the same prefix and the same fault
+    given = np.array(row) if as_array else row
+    with pytest.raises(ValueError, match=r"target prefix \(\): .*" + match):
+        TabularAR(2, {"": given}, name="target")
+
+
+def test_float_array_rows_parse_to_the_same_model_as_lists():
+    rows = {"": [0.25, 0.75], "0": [0.5, 0.5], "1": [1.0, 0.0]}
+    a = TabularAR(2, {k: np.array(v, dtype=np.float32) for k, v in rows.items()})
+    b = TabularAR(2, rows)
+    assert not a.exact and all((a.level(t) == b.level(t)).all() for t in range(2))
+    exact = TabularAR(2, {"": [F(1, 3), F(2, 3)]})
+    assert exact.exact and exact.cond(()).tolist() == [F(1, 3), F(2, 3)]
+    with pytest.raises(ValueError, match=r"row sums to 11/12, not exactly 1"):
+        TabularAR(3, {"": [F(1, 3), F(1, 3), F(1, 4)]})
+
+
 def test_float_row_within_tolerance_is_accepted():
     m = TabularAR(2, {"": [0.5, 0.5 + 1e-12]})
     assert math.isclose(m.row_sum(()), 1.0)
