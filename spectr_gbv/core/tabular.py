@@ -233,7 +233,7 @@ class TabularAR:
                 raise ValueError(f"{where}: row must be a list of {self.n} probabilities")
             if len(row) != self.n:
                 raise ValueError(f"{where}: row has {len(row)} entries, expected n = {self.n}")
-            if isinstance(row, np.ndarray) and row.ndim == 1 and row.dtype.kind == "f" and _plain_float_row(row):
+            if type(row) is np.ndarray and row.ndim == 1 and row.dtype.kind == "f" and _plain_float_row(row):
                 parsed[prefix] = row.astype(np.float64).tolist()  # checked at once (the common float case)
             else:
                 parsed[prefix] = [parse_probability(v, where) for v in row]

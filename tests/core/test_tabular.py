@@ -71,6 +71,12 @@ def test_float_rows_checked_at_once_give_the_per_entry_errors(row, match, as_arr
         TabularAR(2, {"": given}, name="target")
 
 
+def test_masked_array_rows_take_the_per_entry_path():
+    # an ndarray subclass is not checked at once: its masked entries would be skipped there
+    with pytest.raises(ValueError, match=r"target prefix \(\): probability masked is not a number"):
+        TabularAR(2, {"": np.ma.array([np.nan, 1.0], mask=[True, False])}, name="target")
+
+
 def test_float_array_rows_parse_to_the_same_model_as_lists():
     rows = {"": [0.25, 0.75], "0": [0.5, 0.5], "1": [1.0, 0.0]}
     a = TabularAR(2, {k: np.array(v, dtype=np.float32) for k, v in rows.items()})
