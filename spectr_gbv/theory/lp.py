@@ -376,16 +376,15 @@ def _plan_ot(
     draft_length: int,
     max_nonzeros: int | None,
     max_memory: int | None,
-) -> tuple[TabularAR, TabularAR, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], tuple[int, int, int]]:
-    """Check the OT(K) LP's inputs and size; its draft support, exact target joint, targets, size."""
+) -> tuple[TabularAR, TabularAR, tuple[np.ndarray, np.ndarray, np.ndarray], tuple[int, int, int]]:
+    """Check the OT(K) LP's inputs and size; its draft support, target support and size (no exact joint)."""
     target, draft = _checked(target, draft, num_drafts, draft_length, "ot")
     drafts, q_drafts = build.draft_support(draft, draft_length)
-    p_exact = exact(target.joint(draft_length))
-    targets = np.argwhere(np.asarray(p_exact > 0, dtype=bool)).astype(np.int64)
+    targets = np.argwhere(np.asarray(target.joint(draft_length) > 0, dtype=bool)).astype(np.int64)
     size = build.ot_size(len(drafts), len(targets), num_drafts)
     n_ms = build.num_multisets(len(drafts), num_drafts)
     _refuse_if_large(size, target.n, num_drafts, draft_length, "ot", max_nonzeros, max_memory, n_ms, "full")
-    return target, draft, (drafts, q_drafts, p_exact, targets), size
+    return target, draft, (drafts, q_drafts, targets), size
 
 
 def check_lp_fits(
@@ -605,10 +604,11 @@ def optimal_coupling(
     >>> round(optimal_coupling(*default_instance(), num_drafts=1, draft_length=2).value, 9)
     1.625
     """
-    target, draft, (drafts, q_drafts, p_exact, targets), size = _plan_ot(
+    target, draft, (drafts, q_drafts, targets), size = _plan_ot(
         target, draft, num_drafts, draft_length, max_nonzeros, max_memory
     )
     L = draft_length
+    p_exact = exact(target.joint(L))
     with _stages(size, "ot", num_drafts) as bar:
         ms, mult = build.multisets(len(drafts), num_drafts)
         mass = mult * np.prod(q_drafts[ms], axis=1)
