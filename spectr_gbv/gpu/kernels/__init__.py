@@ -20,7 +20,11 @@ method                    module                                            refe
 ``spectr_gbv_released``   :mod:`~spectr_gbv.gpu.kernels.released` (LOSSY)   ReleasedSpecTrGBVVerifier
 ========================  ================================================  ============================
 
-Public interface: :func:`verify`, :class:`VerifyOutput`, :data:`KERNEL_METHODS`.
+Public interface: :func:`verify`, :class:`VerifyOutput`, :data:`KERNEL_METHODS`;
+:func:`~spectr_gbv.gpu.kernels.expected.accepted_law` and ``expected_accepted`` give the law of tau
+and E[tau | drafts] in closed form
+for ``sd``, ``bv``, ``gbv_multipath``, ``mdbv`` and ``near_opt_bv`` (no sampling; for paired
+comparisons on recorded drafts).
 
 Import rule: the bottom layer of :mod:`spectr_gbv.gpu`: may import ``core``, ``theory``,
 ``reference`` and torch; never :mod:`~spectr_gbv.gpu.decoding`, :mod:`~spectr_gbv.gpu.models` or
@@ -38,9 +42,11 @@ from spectr_gbv.gpu.kernels.common import (
     default_device,
     validate_inputs,
 )
+from spectr_gbv.gpu.kernels.expected import EXPECTED_METHODS, accepted_law, expected_accepted
 from spectr_gbv.gpu.kernels.sd import sd_acceptance_probs
 
 __all__ = [
+    "EXPECTED_METHODS",
     "KERNELS",
     "KERNEL_METHODS",
     "LOSSY_METHODS",
@@ -49,9 +55,11 @@ __all__ = [
     "TorchUniforms",
     "UniformSource",
     "VerifyOutput",
+    "accepted_law",
     "bv_weights",
     "check_method",
     "default_device",
+    "expected_accepted",
     "sd_acceptance_probs",
     "validate_inputs",
     "verify",

@@ -16,6 +16,16 @@ from spectr_gbv.gpu.kernels.common import (
 )
 
 
+def continues(x: torch.Tensor, prefix: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
+    """Whether draft rows ``x`` [N, L] start with the accepted prefix: ``prefix[:, :a]`` (int64 [N, L], a [N]).
+
+    MDBV verifies draft k only where it agrees with the draft the accepted prefix came from on
+    its first a tokens (Lin et al. 2026, Step 2; THEORY.md section 6). Returns bool [N].
+    """
+    positions = torch.arange(x.shape[-1], device=x.device)
+    return ((x == prefix) | (positions >= a.unsqueeze(-1))).all(-1)
+
+
 def verify_mdbv(inputs: KernelInputs, uniforms: UniformSource) -> VerifyOutput:
     r"""Multi-draft block verification: block verification draft after draft, each continuing the last.
 
@@ -57,12 +67,9 @@ def verify_mdbv(inputs: KernelInputs, uniforms: UniformSource) -> VerifyOutput:
     src = torch.zeros(B, dtype=torch.int64, device=device)
     law = p_all[:, 0, 0]
     fallbacks = torch.zeros((), dtype=torch.int64, device=device)
-    positions = torch.arange(L, device=device)
     for k in range(K):
         x = drafts[:, k]
-        prefix = drafts[b, src]
-        same = ((x == prefix) | (positions >= a.unsqueeze(-1))).all(-1)
-        active = same & (a < L)
+        active = continues(x, drafts[b, src], a) & (a < L)
         start = a.clamp_max(L - 1)
         p, q = p_all[:, k], q_all[:, k]
         weights = block_weights(x, law, p[:, :L], q, start)
