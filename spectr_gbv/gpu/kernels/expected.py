@@ -201,7 +201,7 @@ def accepted_law(
     -------
     Tensor, float64 [B, L + 1]
         ``law[b, i]`` = :math:`P(\tau = i \mid X^{(b)})`; rows sum to 1 within float64
-        rounding. ``mdbv`` holds up to :math:`(L + 1)^{K - 2}` laws of V entries per row at its
+        rounding. ``mdbv`` holds up to :math:`(L + 1)^{K - 1}` laws of V entries per row at its
         widest step (81 at K = 3, L = 8); the others cost one kernel call.
 
     Raises
