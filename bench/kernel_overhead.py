@@ -1,7 +1,7 @@
 """Wall time of every verification kernel at realistic shapes, side by side in one run.
 
 Run: ``python bench/kernel_overhead.py [--device cpu|cuda] [--V 49152] [--B 1] [--repeats 20]
-[--step-ms MS]``. For each shape (B rows, K in {1, 4}, L in {4, 8}, V = 49152, float32) it
+[--step-ms MS] [--methods sd,bv,...]``. For each shape (B rows, K in {1, 4}, L in {4, 8}, V = 49152, float32) it
 builds draft/target rows as softmaxes of random logits (standard deviation 3, so rows are
 peaked like a language model's), drafts sampled from q along a consistent draft tree (drafts
 sharing a prefix share its rows), then times ``verify(method, ...)`` (input validation
@@ -76,7 +76,9 @@ def main() -> None:
     parser.add_argument("--B", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--step-ms", type=float, default=None, help="target decoding step to relate to")
+    parser.add_argument("--methods", default=",".join(KERNEL_METHODS), help="kernels to time (sd is always timed)")
     args = parser.parse_args()
+    methods = [m for m in KERNEL_METHODS if m in {"sd", *args.methods.split(",")}]
     device = torch.device(args.device)
     print(
         f"device={device} threads={torch.get_num_threads()} B={args.B} V={args.V} float32, "
@@ -92,7 +94,7 @@ def main() -> None:
     for shape in shapes:
         d, q, p = data[shape]
         results[("validate", *shape)] = timed(lambda d=d, q=q, p=p: validate_inputs(d, q, p), device, args.repeats)
-        for method in KERNEL_METHODS:
+        for method in methods:
             if args.V > MAX_V.get(method, args.V):
                 continue
             results[(method, *shape)] = timed(
@@ -100,7 +102,7 @@ def main() -> None:
                 device,
                 args.repeats,
             )
-    for method in ("validate", *KERNEL_METHODS):
+    for method in ("validate", *methods):
         cells = []
         if (method, *shapes[0]) not in results:
             print(f"{method:>20} skipped: V = {args.V} > {MAX_V[method]} (cost super-linear in V)")

@@ -27,6 +27,8 @@ first verification):
 * :class:`DraftSource`, :class:`HFDraftSource`, :class:`NGramDraftSource` - drafters that
   return drafts with their exact laws (:mod:`spectr_gbv.gpu.decoding.draft_sources`);
 * :class:`DecodeStats` (:mod:`spectr_gbv.gpu.decoding.stats`);
+* :class:`TokenTree`, :func:`supports_tree_attention` - tree-structured scoring and the probe that
+  chooses it (:mod:`spectr_gbv.gpu.decoding.tree`, :mod:`spectr_gbv.gpu.decoding.tree_support`);
 * :class:`RowCache` and the ``DynamicCache`` helpers (:mod:`spectr_gbv.gpu.decoding.cache`).
 
 Layer rule: this package may import ``core``, ``theory``, ``reference`` and ``simulate``,
@@ -45,6 +47,7 @@ _EXPORTS = {
     "LOSSLESS_METHODS": "decoding.decoder",
     "LOSSY_METHODS": "decoding.decoder",
     "SINGLE_DRAFT_METHODS": "decoding.decoder",
+    "SCORING_MODES": "decoding.decoder",
     "DecoderConfig": "decoding.decoder",
     "SpeculativeDecoder": "decoding.decoder",
     "DraftSource": "decoding.draft_sources",
@@ -57,6 +60,8 @@ _EXPORTS = {
     "top_k_mask": "decoding.sampling",
     "top_p_mask": "decoding.sampling",
     "DecodeStats": "decoding.stats",
+    "TokenTree": "decoding.tree",
+    "supports_tree_attention": "decoding.tree_support",
     "load_draft": "models.draft",
     "load_target": "models.target",
     "verify": "kernels",
@@ -69,6 +74,7 @@ __getattr__ = lazy_getattr(__name__, _EXPORTS, globals())
 __all__ = [
     "LOSSLESS_METHODS",
     "LOSSY_METHODS",
+    "SCORING_MODES",
     "SINGLE_DRAFT_METHODS",
     "DecodeStats",
     "DecoderConfig",
@@ -78,6 +84,7 @@ __all__ = [
     "RowCache",
     "SamplingConfig",
     "SpeculativeDecoder",
+    "TokenTree",
     "crop_cache",
     "load_draft",
     "load_target",
@@ -86,6 +93,7 @@ __all__ = [
     "repeat_cache_rows",
     "sample_from",
     "select_cache_rows",
+    "supports_tree_attention",
     "top_k_mask",
     "top_p_mask",
     "verify",

@@ -135,6 +135,18 @@ def perturbed_copy(model: LlamaForCausalLM, seed: int, scale: float) -> LlamaFor
     return draft
 
 
+def unit_pair(vocab_size: int = 5) -> tuple[LlamaForCausalLM, LlamaForCausalLM]:
+    """The decoding unit tests' pair: a 2-layer tiny Llama and a perturbed copy (scale 0.15)."""
+    target = tiny_llama(vocab_size, seed=0, num_layers=2, initializer_range=0.25)
+    return target, perturbed_copy(target, seed=1, scale=0.15)
+
+
+@torch.no_grad()
+def no_cache_logits(model: torch.nn.Module, ids: list[int]) -> torch.Tensor:
+    """``model``'s logits ``[len(ids), V]`` on ``ids`` fed as one plain sequence, without a cache."""
+    return model(input_ids=torch.tensor([ids])).logits[0]
+
+
 @torch.no_grad()
 def model_instance(target, draft, prompt: list[int], L: int, sampling: SamplingConfig):
     """Tabular :class:`~spectr_gbv.core.instance.Instance` of the processed laws after ``prompt``.

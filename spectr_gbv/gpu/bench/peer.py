@@ -88,12 +88,14 @@ class PeerResult:
         ``tokens_generated / target_calls``: tokens per target call. No prefill call is
         excluded because the library makes none (see the module docstring).
     num_assistant_tokens : int
-        Draft length per round (``constant`` schedule).
+        Draft length per round (``constant`` schedule), the first round's (``heuristic``).
     temperature : float
     prompts : int
         Number of prompts run.
     draft_calls : int
         Draft-model forwards.
+    schedule : str
+        One of :data:`SCHEDULES`.
     """
 
     tokens_generated: int
@@ -106,6 +108,7 @@ class PeerResult:
     temperature: float
     prompts: int = 0
     draft_calls: int = 0
+    schedule: str = "constant"
 
     def summary(self) -> dict[str, float | int | str]:
         """Plain dict of every field, with ``peer = "transformers assisted generation"`` (for JSON)."""
@@ -127,13 +130,21 @@ def _forward_counter(module: torch.nn.Module) -> Iterator[list[int]]:
         handle.remove()
 
 
+#: Draft-length schedules of transformers' assisted generation that :func:`assisted_generation_run` runs:
+#: ``constant`` (every round drafts ``num_assistant_tokens``) and ``heuristic`` (start there; +2 after a
+#: fully accepted round, -1 otherwise, at least 1; ``candidate_generator.py::update_candidate_strategy``).
+SCHEDULES: tuple[str, ...] = ("constant", "heuristic")
+
+
 @contextmanager
-def _assistant_settings(draft: torch.nn.Module, num_assistant_tokens: int) -> Iterator[None]:
+def _assistant_settings(
+    draft: torch.nn.Module, num_assistant_tokens: int, schedule: str = "constant"
+) -> Iterator[None]:
     """Pin the draft's assisted-generation settings (read from its ``generation_config``), then restore."""
     saved = draft.generation_config
     config = copy.deepcopy(saved)
     config.num_assistant_tokens = num_assistant_tokens
-    config.num_assistant_tokens_schedule = "constant"
+    config.num_assistant_tokens_schedule = schedule
     config.assistant_confidence_threshold = 0.0
     draft.generation_config = config
     try:
@@ -278,6 +289,7 @@ def assisted_generation_run(
     *,
     outputs: list[torch.Tensor] | None = None,
     warmup_tokens: int = 0,
+    schedule: str = "constant",
 ) -> PeerResult:
     r"""Run transformers' assisted generation on each prompt (batch 1) and count target calls.
 
@@ -308,6 +320,12 @@ def assisted_generation_run(
     warmup_tokens : int
         When > 0, one untimed, uncounted generation of this many tokens on ``prompts[0]``
         runs first (library and allocator warm-up), before the seed is set.
+    schedule : str
+        The draft-length schedule, one of :data:`SCHEDULES`: ``"constant"`` (default) or
+        ``"heuristic"`` (the call starts at ``num_assistant_tokens``; as in transformers, the
+        adapted length carries over from one prompt to the next, the warm-up's included, in the
+        call's copy of the draft's generation config, which is restored at the end).
+        The confidence threshold is 0 either way (no early stop on the draft's own confidence).
 
     Returns
     -------
@@ -317,7 +335,7 @@ def assisted_generation_run(
     ------
     ValueError
         Empty or malformed prompts, N or ``num_assistant_tokens`` < 1, negative temperature
-        or ``warmup_tokens``, ``draft is target``.
+        or ``warmup_tokens``, ``draft is target``, an unknown ``schedule``.
     RuntimeError
         A generation returned a number of new tokens other than N.
 
@@ -341,11 +359,17 @@ def assisted_generation_run(
     _check_args(target, draft, prompts, max_new_tokens, temperature, num_assistant_tokens)
     if isinstance(warmup_tokens, bool) or not isinstance(warmup_tokens, int) or warmup_tokens < 0:
         raise ValueError(f"warmup_tokens must be an int >= 0, got {warmup_tokens!r}")
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}, got {schedule!r}")
     device = next(target.parameters()).device
     kwargs = generate_kwargs(max_new_tokens, float(temperature))
     sync = device.type == "cuda"
     fork = [device] if sync else []
-    with torch.random.fork_rng(devices=fork), _assistant_settings(draft, num_assistant_tokens), _quiet_transformers():
+    with (
+        torch.random.fork_rng(devices=fork),
+        _assistant_settings(draft, num_assistant_tokens, schedule),
+        _quiet_transformers(),
+    ):
         if warmup_tokens > 0:
             ids = prompts[0].to(device=device, dtype=torch.int64).view(1, -1)
             warm = generate_kwargs(int(warmup_tokens), float(temperature))
@@ -365,4 +389,5 @@ def assisted_generation_run(
         temperature=float(temperature),
         prompts=len(prompts),
         draft_calls=d_calls[0],
+        schedule=schedule,
     )

@@ -4,6 +4,9 @@ Holds the loop and what it is made of:
 
 * :mod:`~spectr_gbv.gpu.decoding.decoder` - :class:`SpeculativeDecoder`, :class:`DecoderConfig`;
 * :mod:`~spectr_gbv.gpu.decoding.cache` - :class:`RowCache` and the ``DynamicCache`` helpers;
+* :mod:`~spectr_gbv.gpu.decoding.tree` - :class:`TokenTree`, each distinct draft prefix once (tree scoring);
+* :mod:`~spectr_gbv.gpu.decoding.tree_support` - :func:`supports_tree_attention`, the one-time probe that
+  chooses tree or flat scoring;
 * :mod:`~spectr_gbv.gpu.decoding.sampling` - temperature / top-k / top-p, applied identically to
   target and draft;
 * :mod:`~spectr_gbv.gpu.decoding.draft_sources` - drafters that return drafts with their exact laws;
@@ -26,6 +29,7 @@ _EXPORTS = {
     "LOSSLESS_METHODS": "decoder",
     "LOSSY_METHODS": "decoder",
     "SINGLE_DRAFT_METHODS": "decoder",
+    "SCORING_MODES": "decoder",
     "DecoderConfig": "decoder",
     "SpeculativeDecoder": "decoder",
     "DraftSource": "draft_sources",
@@ -38,6 +42,8 @@ _EXPORTS = {
     "top_k_mask": "sampling",
     "top_p_mask": "sampling",
     "DecodeStats": "stats",
+    "TokenTree": "tree",
+    "supports_tree_attention": "tree_support",
 }
 
 

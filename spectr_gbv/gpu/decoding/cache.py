@@ -12,11 +12,14 @@ Two levels:
   masked out by an explicit 4-D additive attention mask and positions are passed explicitly
   (``position_ids``), so a row's logits equal those of a forward on that row alone. When every
   entry is valid (always the case for one row) no mask is built and the model's own causal
-  path runs.
+  path runs. :meth:`RowCache.forward_masked` feeds a token tree (each node attends to the
+  context, its ancestors and itself) and :meth:`RowCache.keep_slots` keeps the accepted path,
+  copying only the tree's slots.
 
 Only full-attention decoder layers (``DynamicLayer``) are supported: sliding-window or
 linear-attention layers raise ``NotImplementedError``. Custom 4-D masks need the ``eager`` or
-``sdpa`` attention implementation (used only when rows are ragged, i.e. batch > 1).
+``sdpa`` attention implementation (used for token trees and when rows are ragged, i.e.
+batch > 1; :mod:`spectr_gbv.gpu.decoding.tree_support` checks a model honours them).
 
 References
 ----------
@@ -32,14 +35,26 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
+#: Forward parameter names per model class (``inspect.signature`` costs tens of microseconds a call).
+_FORWARD_PARAMS: dict[type, frozenset[str]] = {}
+
+
+def _forward_params(model: torch.nn.Module) -> frozenset[str]:
+    """Parameter names of ``model.forward``, cached per class."""
+    cls = type(model)
+    params = _FORWARD_PARAMS.get(cls)
+    if params is None:
+        try:
+            params = frozenset(inspect.signature(model.forward).parameters)
+        except (TypeError, ValueError):  # pragma: no cover - exotic wrappers
+            params = frozenset()
+        _FORWARD_PARAMS[cls] = params
+    return params
+
 
 def _cache_kwarg(model: torch.nn.Module) -> str:
     """Name of the forward's cache argument: ``cache`` (transformers >= 5.2x) or ``past_key_values``."""
-    try:
-        params = inspect.signature(model.forward).parameters
-    except (TypeError, ValueError):  # pragma: no cover - exotic wrappers
-        return "past_key_values"
-    return "cache" if "cache" in params else "past_key_values"
+    return "cache" if "cache" in _forward_params(model) else "past_key_values"
 
 
 def model_forward(
@@ -48,6 +63,7 @@ def model_forward(
     cache: DynamicCache,
     position_ids: torch.Tensor,
     attention_mask: torch.Tensor | None = None,
+    logits_to_keep: int | None = None,
 ) -> torch.Tensor:
     """Run a causal LM on new tokens with a cache, updating the cache in place.
 
@@ -61,13 +77,19 @@ def model_forward(
         Logical positions of the new tokens.
     attention_mask : Tensor [R, 1, W, C + W], float, optional
         Additive mask (0 = attend, dtype-min = masked); ``None`` = plain causal attention.
+    logits_to_keep : int, optional
+        ``k >= 1``: only the last k positions need logits (the LM head runs on those alone
+        when the model's forward takes ``logits_to_keep``, as transformers' causal LMs do;
+        otherwise every position is computed and the last k returned).
 
     Returns
     -------
-    Tensor [R, W, V], float
+    Tensor [R, W, V] (or [R, k, V]), float
         Logits (the model's dtype).
     """
-    kwargs = {_cache_kwarg(model): cache}
+    kwargs: dict[str, object] = {_cache_kwarg(model): cache}
+    if logits_to_keep is not None and "logits_to_keep" in _forward_params(model):
+        kwargs["logits_to_keep"] = int(logits_to_keep)
     out = model(
         input_ids=input_ids,
         position_ids=position_ids,
@@ -75,7 +97,8 @@ def model_forward(
         use_cache=True,
         **kwargs,
     )
-    return out.logits
+    logits = out.logits
+    return logits if logits_to_keep is None else logits[:, -int(logits_to_keep) :]
 
 
 def _layers(cache: DynamicCache) -> list[DynamicLayer]:
@@ -156,6 +179,10 @@ class RowCache:
     :attr:`lengths` counts them (the row's logical length). Slots of a row that are not valid
     (padding inside a block, rejected draft tokens) are never attended to.
 
+    Two ways to feed new tokens: :meth:`forward` (each new token sees the row's valid slots and
+    the new tokens before it: a chain) and :meth:`forward_masked` (each new token sees what an
+    explicit mask says: a token tree); :meth:`keep_slots` then keeps a tree's accepted path.
+
     Parameters
     ----------
     num_rows : int
@@ -179,12 +206,21 @@ class RowCache:
         return int(self.valid.shape[0])
 
     @property
+    def physical_length(self) -> int:
+        """C: cache slots per row, valid or not."""
+        return int(self.valid.shape[1])
+
+    @property
     def lengths(self) -> torch.Tensor:
         """Tensor [R], int64: number of valid slots per row (logical length)."""
         return self.valid.sum(dim=1)
 
     def forward(
-        self, model: torch.nn.Module, tokens: torch.Tensor, token_valid: torch.Tensor | None = None
+        self,
+        model: torch.nn.Module,
+        tokens: torch.Tensor,
+        token_valid: torch.Tensor | None = None,
+        logits_to_keep: int | None = None,
     ) -> torch.Tensor:
         """Feed W new tokens per row, append them to the cache, return their logits.
 
@@ -195,10 +231,12 @@ class RowCache:
             Padding slots may hold any id in the vocabulary.
         token_valid : Tensor [R, W], bool, optional
             False marks padding (not attended to, not counted). Default: all valid.
+        logits_to_keep : int, optional
+            Only the last k positions' logits are computed and returned (see :func:`model_forward`).
 
         Returns
         -------
-        Tensor [R, W, V]
+        Tensor [R, W, V] (or [R, k, V])
             Logits; rows of padding slots are meaningless (but finite).
         """
         R, W = tokens.shape
@@ -210,27 +248,115 @@ class RowCache:
         lengths = self.lengths
         position_ids = (lengths[:, None] + token_valid.long().cumsum(dim=1) - 1).clamp(min=0)
         mask = None
-        if not (bool(self.valid.all()) and bool(token_valid.all())):
-            mask = self._additive_mask(token_valid, model.dtype)
-        logits = model_forward(model, tokens, self.cache, position_ids, mask)
+        if not bool(self.valid.all() & token_valid.all()):
+            causal = torch.ones(W, W, dtype=torch.bool, device=self.valid.device).tril()
+            mask = self._additive_mask(token_valid[:, None, :] & causal[None], self.physical_length, model.dtype)
+        logits = model_forward(model, tokens, self.cache, position_ids, mask, logits_to_keep)
         self.valid = torch.cat([self.valid, token_valid], dim=1)
         return logits
 
-    def _additive_mask(self, token_valid: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-        """[R, 1, W, C+W] additive mask: valid past slots, causal valid new slots, and the diagonal.
+    def forward_masked(
+        self,
+        model: torch.nn.Module,
+        tokens: torch.Tensor,
+        token_valid: torch.Tensor,
+        position_ids: torch.Tensor,
+        attend: torch.Tensor,
+        attend_from: int,
+    ) -> torch.Tensor:
+        """Feed W new tokens per row with an explicit attention pattern (a token tree).
+
+        Parameters
+        ----------
+        model : causal LM
+            Must honour custom 4-D attention masks and explicit ``position_ids``
+            (:func:`spectr_gbv.gpu.decoding.tree_support.supports_tree_attention`).
+        tokens : Tensor [R, W], int64
+        token_valid : Tensor [R, W], bool
+            False marks padding (never attended to by a valid token, not counted).
+        position_ids : Tensor [R, W], int64
+            Logical position of each new token (a tree node: the row's length + its depth).
+        attend : Tensor [R, W, C + W - attend_from], bool
+            Which slots from ``attend_from`` on (the new tokens included, last) each new token
+            attends to; the slots before ``attend_from`` are attended to where valid. The
+            diagonal is always opened (a query attending to nothing would be NaN).
+        attend_from : int
+            ``0 <= attend_from <= C``.
+
+        Returns
+        -------
+        Tensor [R, W, V]
+            Logits of every new token.
+
+        Raises
+        ------
+        ValueError
+            Shapes that do not fit the cache.
+        """
+        R, W = tokens.shape
+        C = self.physical_length
+        if R != self.num_rows or not 0 <= attend_from <= C or tuple(attend.shape) != (R, W, C + W - attend_from):
+            raise ValueError(
+                f"RowCache.forward_masked: tokens {tuple(tokens.shape)}, attend {tuple(attend.shape)} and "
+                f"attend_from {attend_from} do not fit a cache of {self.num_rows} rows x {C} slots"
+            )
+        mask = self._additive_mask(attend.to(self.valid.device), attend_from, model.dtype)
+        logits = model_forward(model, tokens, self.cache, position_ids, mask)
+        self.valid = torch.cat([self.valid, token_valid.to(self.valid.device)], dim=1)
+        return logits
+
+    def _additive_mask(self, attend: torch.Tensor, attend_from: int, dtype: torch.dtype) -> torch.Tensor:
+        """[R, 1, W, C+W] additive mask: valid slots before ``attend_from``, then ``attend`` [R, W, C+W-from].
 
         The diagonal is always open so a padding query never attends to nothing (a fully
         masked softmax row would be NaN and leak into later layers through its keys).
         """
-        R, W = token_valid.shape
-        C = self.valid.shape[1]
-        dev = self.valid.device
-        past = self.valid[:, None, :].expand(R, W, C)
-        causal = torch.ones(W, W, dtype=torch.bool, device=dev).tril()
-        new = (token_valid[:, None, :] & causal[None]) | torch.eye(W, dtype=torch.bool, device=dev)[None]
-        allowed = torch.cat([past, new], dim=2)[:, None]
-        zero = torch.zeros((), dtype=dtype, device=dev)
-        return torch.where(allowed, zero, torch.finfo(dtype).min)
+        R, W = attend.shape[:2]
+        C = self.physical_length
+        past = self.valid[:, None, :attend_from].expand(R, W, attend_from)
+        allowed = torch.cat([past, attend], dim=2)
+        diagonal = torch.arange(W, device=allowed.device)
+        allowed[:, diagonal, C + diagonal] = True
+        zero = torch.zeros((), dtype=dtype, device=allowed.device)
+        return torch.where(allowed[:, None], zero, torch.finfo(dtype).min)
+
+    def keep_slots(self, start: int, slots: torch.Tensor, count: torch.Tensor) -> None:
+        """Keep, after slot ``start``, the slots ``start + slots[r, :count[r]]`` of each row, in that order.
+
+        The kept slots move to ``start, start + 1, ...`` (only the tail is copied: the slots
+        before ``start`` stay where they are) and everything after ``start + max(count)`` is
+        dropped; a row that keeps fewer slots has invalid ones at the end of its tail. When the
+        invalid slots of ragged rows add up to a quarter of the cache (and at least 32), the cache
+        is compacted (:meth:`compact`).
+
+        Parameters
+        ----------
+        start : int
+            ``0 <= start <= C``.
+        slots : Tensor [R, S], int64
+            Offsets from ``start`` of the slots to keep (row r reads its first ``count[r]``), each
+            in ``[0, C - start)``.
+        count : Tensor [R], int64
+            ``0 <= count[r] <= S``.
+        """
+        C = self.physical_length
+        count = count.to(self.valid.device)
+        if not count.numel():
+            return
+        # one host sync: the new tail's width and the longest row after the cut
+        w, longest = torch.stack([count.max(), (self.valid[:, :start].sum(dim=1) + count).max()]).tolist()
+        idx = (start + slots[:, :w]).clamp(max=max(C - 1, 0)).to(self.valid.device)
+        for layer in _layers(self.cache):
+            for name in ("keys", "values"):
+                x = getattr(layer, name)
+                kept = torch.gather(x, 2, idx[:, None, :, None].expand(-1, x.shape[1], -1, x.shape[3]))
+                x[:, :, start : start + w] = kept
+                setattr(layer, name, x[:, :, : start + w])
+        tail = torch.arange(w, device=self.valid.device)[None] < count[:, None]
+        self.valid = torch.cat([self.valid[:, :start], tail], dim=1)
+        waste = self.physical_length - longest
+        if waste >= max(32, self.physical_length // 4):
+            self.compact()
 
     def select(self, rows: torch.Tensor) -> None:
         """Keep rows ``rows`` (Tensor [R'], int64; repeats allowed), in that order."""

@@ -49,6 +49,7 @@ from spectr_gbv.gpu.decoding.cache import RowCache
 from spectr_gbv.gpu.decoding.draft_sources import DraftSource, HFDraftSource, model_vocab_size
 from spectr_gbv.gpu.decoding.sampling import SamplingConfig, process_logits, sample_from
 from spectr_gbv.gpu.decoding.stats import DecodeStats, timed
+from spectr_gbv.gpu.decoding.tree import TokenTree
 
 #: Device types a decoder runs on (each only when its backend reports itself available).
 DEVICE_TYPES: tuple[str, ...] = ("cpu", "cuda", "mps", "xpu")
@@ -72,6 +73,9 @@ LOSSLESS_METHODS: tuple[str, ...] = (
 LOSSY_METHODS: tuple[str, ...] = ("spectr_gbv_released",)
 #: Single-draft methods: they require ``num_drafts == 1``.
 SINGLE_DRAFT_METHODS: tuple[str, ...] = ("sd", "bv")
+#: How the target scores the K drafts: ``auto`` (a token tree when the models pass the
+#: tree-attention probe, else flat), ``tree`` (required) or ``flat`` (one row per draft).
+SCORING_MODES: tuple[str, ...] = ("auto", "tree", "flat")
 
 
 def _kernel_verify() -> Callable[..., Any]:
@@ -100,12 +104,19 @@ class DecoderConfig:
         ``0..2**64 - 1`` (the range of ``torch.Generator.manual_seed``, which would alias a
         negative seed to ``2**64 - 1 + seed``); ``None`` uses the global RNG.
     allow_lossy : bool
+    scoring : str
+        One of :data:`SCORING_MODES`: ``"auto"`` (default) scores the K drafts as a token tree
+        (each distinct prefix once, one forward with a 4-D ancestor mask) when K > 1 and the
+        target passes :func:`~spectr_gbv.gpu.decoding.tree_support.supports_tree_attention`,
+        else flat (K batch rows of ``L + 1`` positions); ``"tree"`` requires the tree;
+        ``"flat"`` never builds one. The same choice applies to drafting with a model draft.
 
     Raises
     ------
     ValueError
         Unknown method, a lossy method without ``allow_lossy``, K or L < 1, K != 1 for a
-        single-draft method, a seed that is not None or an int in ``0..2**64 - 1``.
+        single-draft method, a seed that is not None or an int in ``0..2**64 - 1``, an
+        unknown ``scoring``.
     """
 
     method: str = "mdbv"
@@ -114,6 +125,7 @@ class DecoderConfig:
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     seed: int | None = None
     allow_lossy: bool = False
+    scoring: str = "auto"
 
     def __post_init__(self) -> None:
         m = self.method
@@ -133,6 +145,8 @@ class DecoderConfig:
         s = self.seed
         if s is not None and (isinstance(s, bool) or not isinstance(s, Integral) or not 0 <= s < 2**64):
             raise ValueError(f"seed must be None or an int in 0..2**64 - 1, got {reprlib.repr(s)}")
+        if self.scoring not in SCORING_MODES:
+            raise ValueError(f"scoring must be one of {', '.join(SCORING_MODES)}, got {reprlib.repr(self.scoring)}")
 
 
 def check_device(device: str | torch.device | int | None) -> torch.device:
@@ -222,7 +236,7 @@ class SpeculativeDecoder:
         Causal LM p (full attention; ``eager`` or ``sdpa`` attention when B > 1).
     draft : PreTrainedModel or DraftSource or None
         Draft q (a model is wrapped in :class:`HFDraftSource`); ``None`` only for ``ar``.
-    method, num_drafts, draft_length, allow_lossy
+    method, num_drafts, draft_length, allow_lossy, scoring
         See :class:`DecoderConfig`.
     temperature, top_k, top_p
         See :class:`~spectr_gbv.gpu.decoding.sampling.SamplingConfig` (temperature 0 = greedy).
@@ -271,9 +285,10 @@ class SpeculativeDecoder:
         seed: int | None = None,
         device: str | torch.device | None = None,
         allow_lossy: bool = False,
+        scoring: str = "auto",
     ) -> None:
         sampling = SamplingConfig(temperature, top_k, top_p)
-        self.config = DecoderConfig(method, num_drafts, draft_length, sampling, seed, allow_lossy)
+        self.config = DecoderConfig(method, num_drafts, draft_length, sampling, seed, allow_lossy, scoring)
         self.device = check_device(device)
         if not isinstance(target, torch.nn.Module):
             raise ValueError(f"target must be a causal LM (a torch.nn.Module), got {type(target).__name__}")
@@ -291,7 +306,8 @@ class SpeculativeDecoder:
             )
         # every argument is checked: only now move the models (a refused call leaves them as they were)
         self.target = target.to(self.device).eval()
-        self.draft = HFDraftSource(draft.to(self.device)) if is_model else draft
+        tree = {"auto": None, "tree": True, "flat": False}[scoring]
+        self.draft = HFDraftSource(draft.to(self.device), tree=tree) if is_model else draft
         self.generator = None
         if seed is not None:
             self.generator = torch.Generator(device=self.device).manual_seed(int(seed))
@@ -338,38 +354,82 @@ class SpeculativeDecoder:
         cfg, dev = self.config, self.device
         B, L = prompt.shape[0], (0 if cfg.method == "ar" else cfg.draft_length)
         self._check_context(prompt.shape[1], N, L)
+        self._tree = L > 0 and self._choose_tree(B)
         stats = DecodeStats(cfg.method, 1 if L == 0 else cfg.num_drafts, L, B)
+        stats.scoring = "" if L == 0 else "tree" if self._tree else "flat"
+        draft_positions = getattr(self.draft, "positions", 0) if L else 0
         start = time.perf_counter()
         out = torch.full((B, N + L + 1), -1, dtype=torch.int64, device=dev)
         n_gen = torch.zeros(B, dtype=torch.int64, device=dev)
         rows = torch.arange(B, device=dev)  # original index of each active row
+        generated = [0] * B  # host copy of n_gen for the active rows (no sync to find finished rows)
+        active_rows = list(range(B))
         tcache, pending = self._prefill(prompt, stats)
         step = self._ar_step if L == 0 else self._speculative_step
         while rows.numel():
             emitted, tau = step(tcache, pending, stats)  # [R, L+1] (-1 padded), [R]
-            stats.record(tau)
+            taus = stats.record(tau)
             pos = n_gen[rows, None] + torch.arange(L + 1, device=dev)
             keep = torch.arange(L + 1, device=dev)[None] <= tau[:, None]
             out[rows[:, None].expand_as(pos)[keep], pos[keep]] = emitted[keep]
             n_gen[rows] += tau + 1
             pending = emitted.gather(1, tau[:, None]).squeeze(1)
-            active = (n_gen[rows] < N).nonzero().squeeze(1)
-            if active.numel() < rows.numel():  # drop finished rows from every batch
+            for i, t in enumerate(taus):
+                generated[active_rows[i]] += t + 1
+            still = [i for i, r in enumerate(active_rows) if generated[r] < N]
+            if len(still) < len(active_rows):  # drop finished rows from every batch
+                active = torch.tensor(still, dtype=torch.int64, device=dev)
+                active_rows = [active_rows[i] for i in still]
                 rows, pending = rows[active], pending[active]
                 tcache.select(active)
                 if L:
                     self.draft.select_rows(active)
         stats.tokens_generated = B * N
+        if L:
+            stats.draft_positions = getattr(self.draft, "positions", 0) - draft_positions
         stats.time_total = time.perf_counter() - start
         tokens = torch.cat([prompt, out[:, :N]], dim=1)
         return (tokens[0] if squeeze else tokens), stats
 
+    def _choose_tree(self, B: int) -> bool:
+        """Tree scoring for this run? (``scoring`` and the probe; see :class:`DecoderConfig`.)
+
+        Raises
+        ------
+        ValueError
+            ``scoring='tree'`` with a target that fails the tree-attention probe; a batch
+            (B > 1) with a target or draft model that fails it (rows of different accepted
+            lengths share a forward only through custom 4-D masks).
+        """
+        from spectr_gbv.gpu.decoding.tree_support import supports_tree_attention
+
+        cfg = self.config
+        draft_model = getattr(self.draft, "model", None)
+        wanted = cfg.num_drafts > 1 and cfg.scoring != "flat"
+        if not wanted and B == 1:
+            return False
+        ok = supports_tree_attention(self.target)
+        if cfg.scoring == "tree" and not ok:
+            raise ValueError(
+                f"scoring='tree', but the target {type(self.target).__name__} does not score token trees "
+                "correctly (custom 4-D attention masks refused or ignored); use scoring='auto' or 'flat'"
+            )
+        if B > 1:
+            for role, model in (("target", self.target), ("draft", draft_model)):
+                if model is not None and not supports_tree_attention(model):
+                    raise ValueError(
+                        f"prompt_ids: a batch of {B} rows needs custom 4-D attention masks (rows accept "
+                        f"different lengths), which the {role} model {type(model).__name__} refuses or ignores; "
+                        "run the prompts one at a time"
+                    )
+        return wanted and ok
+
     def _prefill(self, prompt: torch.Tensor, stats: DecodeStats) -> tuple[RowCache, torch.Tensor]:
-        """Cache every prompt token but the last (which is pending) in target and draft."""
+        """Cache every prompt token but the last (which is pending) in target and draft (no logits needed)."""
         tcache = RowCache(prompt.shape[0], self.device)
         with timed(stats, "time_target", self.device):
             if prompt.shape[1] > 1:
-                tcache.forward(self.target, prompt[:, :-1])
+                tcache.forward(self.target, prompt[:, :-1], logits_to_keep=1)
                 stats.prefill_calls += 1
         if stats.draft_length:
             with timed(stats, "time_draft", self.device):
@@ -388,6 +448,7 @@ class SpeculativeDecoder:
         """Plain sampling: one target call, one token per row (tau = 0)."""
         with timed(stats, "time_target", self.device):
             p = self._target_laws(tcache.forward(self.target, pending[:, None])[:, -1])
+            stats.target_positions += pending.shape[0]
         with timed(stats, "time_verify", self.device):
             z = sample_from(p, self.generator)
         return z[:, None], torch.zeros_like(z)
@@ -397,27 +458,64 @@ class SpeculativeDecoder:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Draft, score in one target forward, verify, roll both caches back to the accepted path."""
         cfg, dev = self.config, self.device
-        K, L, R = cfg.num_drafts, cfg.draft_length, pending.shape[0]
+        K, L = cfg.num_drafts, cfg.draft_length
         with timed(stats, "time_draft", dev):
             calls = getattr(self.draft, "forward_calls", 0)
             drafts, q = self.draft.propose(K, L, cfg.sampling, self.generator)
             drafts, q = drafts.to(dev), q.to(dev)
         with timed(stats, "time_target", dev):
-            base = tcache.lengths
-            tcache.repeat(K)
-            tokens = torch.cat([pending.repeat_interleave(K)[:, None], drafts.reshape(R * K, L)], dim=1)
-            p = self._target_laws(tcache.forward(self.target, tokens)).view(R, K, L + 1, -1)
+            score = self._score_tree if self._tree else self._score_flat
+            p, keep_path = score(tcache, pending, drafts, stats)
         with timed(stats, "time_verify", dev):
             res = self._verify(cfg.method, drafts, q, p, generator=self.generator, allow_lossy=cfg.allow_lossy)
             emitted, tau, index = res.tokens.to(dev), res.num_accepted.to(dev), res.draft_index.to(dev)
             self._check_output(drafts, emitted, tau, index)
         with timed(stats, "time_target", dev):
-            tcache.select(torch.arange(R, device=dev) * K + index)
-            tcache.truncate(base + 1 + tau)
+            keep_path(index, tau)
         with timed(stats, "time_draft", dev):
             self.draft.commit(index, tau, emitted.gather(1, tau[:, None]).squeeze(1))
             stats.draft_calls += getattr(self.draft, "forward_calls", 0) - calls
         return emitted, tau
+
+    def _score_tree(
+        self, tcache: RowCache, pending: torch.Tensor, drafts: torch.Tensor, stats: DecodeStats
+    ) -> tuple[torch.Tensor, Callable[[torch.Tensor, torch.Tensor], None]]:
+        """One target forward over each row's distinct prefixes (a token tree rooted at the pending token).
+
+        Returns ``p [R, K, L+1, V]`` gathered from the nodes' laws (drafts sharing a prefix
+        share its row exactly) and the function that keeps the accepted path in the cache.
+        """
+        R = drafts.shape[0]
+        tree = TokenTree.from_drafts(drafts, root_tokens=pending)
+        start = tcache.physical_length
+        positions = tcache.lengths[:, None] + tree.depths()
+        logits = tcache.forward_masked(self.target, tree.tokens(), tree.valid(), positions, tree.ancestors(), start)
+        stats.target_positions += tree.num_valid
+        nodes = tree.node_index()  # [R, K, L+1]
+        rows = torch.arange(R, device=drafts.device)
+        p = self._target_laws(logits)[rows[:, None, None], nodes]
+
+        def keep_path(index: torch.Tensor, tau: torch.Tensor) -> None:
+            tcache.keep_slots(start, nodes[rows, index], tau + 1)  # the root, then the accepted nodes
+
+        return p, keep_path
+
+    def _score_flat(
+        self, tcache: RowCache, pending: torch.Tensor, drafts: torch.Tensor, stats: DecodeStats
+    ) -> tuple[torch.Tensor, Callable[[torch.Tensor, torch.Tensor], None]]:
+        """One target forward on ``R * K`` rows of ``L + 1`` positions (the fallback; K = 1 always)."""
+        R, K, L = drafts.shape
+        base = tcache.lengths
+        tcache.repeat(K)
+        tokens = torch.cat([pending.repeat_interleave(K)[:, None], drafts.reshape(R * K, L)], dim=1)
+        p = self._target_laws(tcache.forward(self.target, tokens)).view(R, K, L + 1, -1)
+        stats.target_positions += R * K * (L + 1)
+
+        def keep_path(index: torch.Tensor, tau: torch.Tensor) -> None:
+            tcache.select(torch.arange(R, device=drafts.device) * K + index)
+            tcache.truncate(base + 1 + tau)
+
+        return p, keep_path
 
     # ------------------------------------------------------------------ checks
     @property
@@ -437,18 +535,22 @@ class SpeculativeDecoder:
                 f"verify({m!r}) returned shapes tokens {tuple(emitted.shape)}, num_accepted "
                 f"{tuple(tau.shape)}, draft_index {tuple(index.shape)}; expected [{R}, {L + 1}], [{R}], [{R}]"
             )
-        if bool(((tau < 0) | (tau > L) | (index < 0) | (index >= K)).any()):
-            raise RuntimeError(f"verify({m!r}) returned num_accepted outside 0..{L} or draft_index outside 0..{K - 1}")
         cols = torch.arange(L + 1, device=emitted.device)[None]
+        range_bad = ((tau < 0) | (tau > L) | (index < 0) | (index >= K)).any()
         used = cols <= tau[:, None]
-        if bool(((emitted < 0) | (emitted >= self.vocab_size))[used].any()):
+        vocab_bad = (((emitted < 0) | (emitted >= self.vocab_size)) & used).any()
+        chosen = drafts[torch.arange(R, device=drafts.device), index.clamp(0, K - 1)]  # [R, L]
+        prefix = cols[:, :L] < tau[:, None]
+        prefix_bad = ((emitted[:, :L] != chosen) & prefix).any()
+        range_bad, vocab_bad, prefix_bad = torch.stack([range_bad, vocab_bad, prefix_bad]).tolist()  # one sync
+        if range_bad:
+            raise RuntimeError(f"verify({m!r}) returned num_accepted outside 0..{L} or draft_index outside 0..{K - 1}")
+        if vocab_bad:
             raise RuntimeError(
                 f"verify({m!r}) emitted a token id outside 0..{self.vocab_size - 1} "
                 "(NaN or degenerate laws? see ECOSYSTEM.md B5/B6)"
             )
-        chosen = drafts[torch.arange(R, device=drafts.device), index]  # [R, L]
-        prefix = cols[:, :L] < tau[:, None]
-        if bool((emitted[:, :L] != chosen)[prefix].any()):
+        if prefix_bad:
             raise RuntimeError(f"verify({m!r}): the accepted prefix is not a prefix of draft draft_index")
 
     def _check_context(self, T: int, N: int, L: int) -> None:

@@ -28,6 +28,7 @@ import torch
 
 from spectr_gbv.gpu.decoding.cache import RowCache
 from spectr_gbv.gpu.decoding.sampling import SamplingConfig, process_logits, sample_from
+from spectr_gbv.gpu.decoding.tree import TokenTree
 
 
 @runtime_checkable
@@ -88,15 +89,29 @@ class HFDraftSource:
     """Draft model = a Hugging Face causal LM with a KV cache shared by the K drafts.
 
     Per iteration: one forward over each row's not-yet-cached tokens (1, or 2 after a fully
-    accepted draft: the last draft token and the following one), whose last logits give the
-    first-position law; the cache is then expanded to K rows per row and each further position
-    is one batched forward on ``B * K`` rows. On :meth:`commit` row ``draft_index`` is kept and
-    cropped to the accepted path.
+    accepted draft: the last draft token and the following one; the head runs on the last
+    only), whose logits give the first-position law; then one forward per further position.
+
+    * Tree drafting (K > 1, a model that honours custom masks: ``tree=None`` probes it with
+      :func:`~spectr_gbv.gpu.decoding.tree_support.supports_tree_attention`): the drafts of a
+      row that share a prefix share its node (:class:`~spectr_gbv.gpu.decoding.tree.TokenTree`),
+      so each position's forward feeds each row's *distinct* prefixes once, as one row of the
+      cache with the ancestor mask; the law of a shared prefix is computed and processed
+      once. On :meth:`commit` the accepted path's slots are kept (only those are copied).
+    * Flat drafting (K = 1, or a model that refuses custom masks): the cache is expanded to K
+      rows per row and each position is one batched forward on ``B * K`` rows; on
+      :meth:`commit` row ``draft_index`` is kept and cropped to the accepted path.
+
+    Both draw every token from exactly the law they report, i.i.d. across the K drafts.
 
     Parameters
     ----------
     model : transformers PreTrainedModel
         Causal LM (full attention), already on the decoder's device; put in eval mode.
+    tree : bool or None
+        ``None`` (default): tree drafting when K > 1 and the model passes the probe; ``True``:
+        tree drafting whenever K > 1 (``ValueError`` at the first :meth:`propose` if the model
+        fails the probe); ``False``: flat drafting.
 
     Attributes
     ----------
@@ -105,12 +120,19 @@ class HFDraftSource:
         ``config.vocab_size``).
     forward_calls : int
         Model forwards made since construction.
+    positions : int
+        Draft positions fed to the model in :meth:`propose` since construction (distinct
+        prefixes in tree mode, ``K`` per row and position in flat mode; padding excluded).
     """
 
-    def __init__(self, model: torch.nn.Module) -> None:
+    def __init__(self, model: torch.nn.Module, tree: bool | None = None) -> None:
+        if tree not in (None, True, False):
+            raise ValueError(f"tree must be None, True or False, got {tree!r}")
         self.model = model.eval()
         self.vocab_size = model_vocab_size(model)
         self.forward_calls = 0
+        self.positions = 0
+        self.tree = tree
         self._cache: RowCache | None = None
 
     @property
@@ -118,24 +140,74 @@ class HFDraftSource:
         """The model's device."""
         return next(self.model.parameters()).device
 
+    def uses_tree(self, num_drafts: int) -> bool:
+        """Whether :meth:`propose` with K = ``num_drafts`` drafts a token tree (see the class docstring).
+
+        Raises
+        ------
+        ValueError
+            ``tree=True`` and the model fails the tree-attention probe.
+        """
+        if num_drafts == 1 or self.tree is False:
+            return False
+        from spectr_gbv.gpu.decoding.tree_support import supports_tree_attention
+
+        ok = supports_tree_attention(self.model)
+        if self.tree and not ok:
+            raise ValueError(
+                f"tree=True, but the draft model {type(self.model).__name__} does not score token trees "
+                "correctly (custom 4-D attention masks refused or ignored); use tree=None or False"
+            )
+        return ok
+
     def begin(self, prompt_ids: torch.Tensor) -> None:
         """Prefill the cache with all prompt tokens but the last (which stays pending)."""
         B, T = prompt_ids.shape
         self._cache = RowCache(B, self.device)
         if T > 1:
             with torch.no_grad():
-                self._cache.forward(self.model, prompt_ids[:, :-1])
+                self._cache.forward(self.model, prompt_ids[:, :-1], logits_to_keep=1)
             self.forward_calls += 1
         # Pending (not yet cached) tokens, left-padded to width 2: [pad, last].
         self._pending = torch.stack([prompt_ids[:, -1], prompt_ids[:, -1]], dim=1)
         self._pending_valid = torch.tensor([[False, True]], device=self.device).expand(B, 2).clone()
 
     def _sample_position(
-        self, logits: torch.Tensor, sampling: SamplingConfig, generator: torch.Generator | None
+        self,
+        logits: torch.Tensor,
+        sampling: SamplingConfig,
+        generator: torch.Generator | None,
+        index: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Law ``q`` [R, V] of one position and one token [R] drawn from exactly that law."""
+        """Laws of one position and one token drawn from exactly each.
+
+        Parameters
+        ----------
+        logits : Tensor [R, V]
+            One row per distinct prefix (processed once each).
+        index : Tensor [R'], int64, optional
+            The row of each draft (default: one draft per row).
+
+        Returns
+        -------
+        tokens : Tensor [R'], int64
+        q : Tensor [R', V]
+            ``process_logits(logits)[index]``: the law each token was drawn from.
+        """
         q = process_logits(logits, sampling)
+        if index is not None:
+            q = q[index]
         return sample_from(q, generator), q
+
+    def _root_logits(self) -> torch.Tensor:
+        """Feed the pending tokens; logits [B, V] of the first draft position."""
+        cache = self._cache
+        width = 2 if bool(self._pending_valid[:, 0].any()) else 1  # 1 token pending in every row
+        logits = cache.forward(self.model, self._pending[:, -width:], self._pending_valid[:, -width:], logits_to_keep=1)
+        self.forward_calls += 1
+        self._base_lengths = cache.lengths  # context + pending, per row [B]
+        self._tree_start = cache.physical_length
+        return logits[:, -1]
 
     @torch.no_grad()
     def propose(
@@ -145,13 +217,14 @@ class HFDraftSource:
         sampling: SamplingConfig,
         generator: torch.Generator | None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """See :meth:`DraftSource.propose`; L batched forwards (the first on B rows)."""
+        """See :meth:`DraftSource.propose`; L forwards (the first on the pending tokens)."""
         _check_propose_args(num_drafts, draft_length)
+        self._tree = self.uses_tree(num_drafts)
+        logits = self._root_logits()
+        if self._tree:
+            return self._propose_tree(logits, num_drafts, draft_length, sampling, generator)
         cache, K, L = self._cache, num_drafts, draft_length
-        width = 2 if bool(self._pending_valid[:, 0].any()) else 1  # 1 token pending in every row
-        logits = cache.forward(self.model, self._pending[:, -width:], self._pending_valid[:, -width:])[:, -1]
-        self.forward_calls += 1
-        self._base_lengths = cache.lengths  # context + pending, per row [B]
+        B = logits.shape[0]
         cache.repeat(K)
         token, q = self._sample_position(logits.repeat_interleave(K, dim=0), sampling, generator)
         tokens, laws = [token], [q]
@@ -161,16 +234,56 @@ class HFDraftSource:
             token, q = self._sample_position(logits, sampling, generator)
             tokens.append(token)
             laws.append(q)
-        B = self._base_lengths.shape[0]
+        self.positions += B * K * (L - 1) + B
         self._drafts = torch.stack(tokens, dim=1).view(B, K, L)
         return self._drafts, torch.stack(laws, dim=1).view(B, K, L, -1)
 
+    def _propose_tree(
+        self,
+        logits: torch.Tensor,
+        K: int,
+        L: int,
+        sampling: SamplingConfig,
+        generator: torch.Generator | None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Tree drafting: each position's forward feeds the rows' distinct prefixes once."""
+        cache, B, dev = self._cache, logits.shape[0], logits.device
+        rows = torch.arange(B, device=dev)
+        # the root law once per row, K i.i.d. first tokens from it
+        token, q = self._sample_position(logits, sampling, generator, rows.repeat_interleave(K))
+        tree = TokenTree(B, K, dev)
+        tokens, laws = [token.view(B, K)], [q.view(B, K, -1)]
+        self.positions += B
+        for _ in range(1, L):
+            slab = tree.add_level(tokens[-1])
+            n = slab.stop - slab.start
+            positions = self._base_lengths[:, None] + slab.depth - 1
+            # the slab attends to the earlier slabs' ancestors (tree slots 1..) and to itself
+            attend = tree.ancestors()[:, slab.start : slab.stop, 1:]
+            logits = cache.forward_masked(self.model, slab.tokens, slab.valid, positions, attend, self._tree_start)
+            self.forward_calls += 1
+            self.positions += slab.num_valid
+            # one law per distinct prefix; each draft draws from its node's law
+            node = rows[:, None] * n + tree.node_index()[:, :, -1] - slab.start  # [B, K]
+            token, q = self._sample_position(logits.reshape(B * n, -1), sampling, generator, node.reshape(-1))
+            tokens.append(token.view(B, K))
+            laws.append(q.view(B, K, -1))
+        self._node_index = tree.node_index()  # [B, K, L]: nodes of prefixes 0..L-1 (the cached ones)
+        self._drafts = torch.stack(tokens, dim=2)
+        return self._drafts, torch.stack(laws, dim=2)
+
     def commit(self, draft_index: torch.Tensor, num_accepted: torch.Tensor, next_token: torch.Tensor) -> None:
-        """Keep the accepted draft's row, cropped to context + accepted tokens (at most L-1 cached)."""
+        """Keep context + the accepted tokens (at most L - 1 of them are cached), then set the pending tokens."""
         B, K, L = self._drafts.shape
         rows = torch.arange(B, device=self.device)
-        self._cache.select(rows * K + draft_index)
-        self._cache.truncate(self._base_lengths + num_accepted.clamp(max=L - 1))
+        kept = num_accepted.clamp(max=L - 1)
+        if self._tree:
+            # tree slot of the node of prefix length t (t >= 1) is its id - 1 after the tree start
+            path = self._node_index[rows, draft_index, 1:] - 1  # [B, L - 1]
+            self._cache.keep_slots(self._tree_start, path, kept)
+        else:
+            self._cache.select(rows * K + draft_index)
+            self._cache.truncate(self._base_lengths + kept)
         last_draft = self._drafts[rows, draft_index, L - 1]
         full = num_accepted == L
         self._pending = torch.stack([torch.where(full, last_draft, next_token), next_token], dim=1)

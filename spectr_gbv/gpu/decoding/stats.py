@@ -47,6 +47,15 @@ class DecodeStats:
         ``accepted_hist[t]`` = row-iterations with ``tau = t``; sums to ``row_iterations``.
     time_draft, time_target, time_verify, time_total : float
         Seconds (``time.perf_counter``; CUDA synchronised at each boundary on GPU).
+    scoring : str
+        ``"tree"`` (each distinct draft prefix scored once), ``"flat"`` (K rows of L + 1
+        positions) or ``""`` for ``ar``.
+    target_positions : int
+        Positions the target scored in verification calls (padding excluded, prefill
+        excluded): ``row_iterations * K * (L + 1)`` when flat, the distinct prefixes with a tree.
+    draft_positions : int
+        Laws the draft model computed while drafting (its prefill excluded; 0 for a draft source
+        that does not count them).
     """
 
     method: str
@@ -65,13 +74,16 @@ class DecodeStats:
     time_target: float = 0.0
     time_verify: float = 0.0
     time_total: float = 0.0
+    scoring: str = ""
+    target_positions: int = 0
+    draft_positions: int = 0
 
     def __post_init__(self) -> None:
         if not self.accepted_hist:
             self.accepted_hist = [0] * (self.draft_length + 1)
 
-    def record(self, num_accepted: torch.Tensor) -> None:
-        """Count one iteration whose active rows accepted ``num_accepted`` (Tensor [R], int64)."""
+    def record(self, num_accepted: torch.Tensor) -> list[int]:
+        """Count one iteration whose active rows accepted ``num_accepted`` (Tensor [R], int64); return it as a list."""
         taus = num_accepted.tolist()
         self.iterations += 1
         self.target_calls += 1
@@ -79,6 +91,7 @@ class DecodeStats:
         self.tokens_emitted += sum(taus) + len(taus)
         for t in taus:
             self.accepted_hist[t] += 1
+        return taus
 
     @property
     def block_efficiency(self) -> float:

@@ -5,7 +5,9 @@
 * :mod:`~spectr_gbv.gpu.models.draft` - the distilled draft (:func:`load_draft`, shipped
   weights in ``data/``), :func:`truncated_draft`, the acceptance rate alpha;
 * :mod:`~spectr_gbv.gpu.models.fetch` - pip downloads, sha256 checks, the cache root and manifests;
-* :mod:`~spectr_gbv.gpu.models.prompts` - the benchmark's prompt sets.
+* :mod:`~spectr_gbv.gpu.models.prompts` - the benchmark's prompt sets;
+* :mod:`~spectr_gbv.gpu.models.synthetic` - random pairs of real models' shapes with high acceptance
+  (:func:`synthetic_pair`), for timing where weights cannot be fetched.
 
 Import rule: may import :mod:`spectr_gbv.gpu.kernels`, :mod:`spectr_gbv.gpu.decoding`, ``core``,
 ``theory``, ``reference``, ``simulate``, torch and transformers; never :mod:`spectr_gbv.gpu.bench`.
@@ -35,6 +37,7 @@ _EXPORTS = {
     "model_dir": "target",
     "load_draft": "draft",
     "truncated_draft": "draft",
+    "synthetic_pair": "synthetic",
     "CACHE_ENV": "fetch",
     "MANIFEST_FORMAT": "fetch",
     "MANIFEST_NAME": "fetch",

@@ -120,3 +120,20 @@ def test_subset_head_draft_and_the_peer_law_matches_the_target():
     assert counts[np.ravel_multi_index(([2, 3], [0, 0]), (V, V))].sum() > 0  # masked tokens reached via residual
     res_g = g_test(counts, law, power_tv=0.1)
     assert res_g.power >= 0.99 and res_g.p_value > 1e-3, str(res_g)
+
+
+def test_heuristic_schedule_adapts_the_draft_length():
+    """An identical draft is always fully accepted: the heuristic schedule grows L by 2 a round, so fewer calls."""
+    target = tiny_llama(8, seed=0, num_layers=1)
+    draft = copy.deepcopy(target)
+    const = assisted_generation_run(target, draft, prompts(1, 8), 40, 0.0, 2, seed=0)
+    heur = assisted_generation_run(target, draft, prompts(1, 8), 40, 0.0, 2, seed=0, schedule="heuristic")
+    assert const.schedule == "constant" and heur.schedule == "heuristic"
+    assert const.tokens_generated == heur.tokens_generated == 40
+    assert const.target_calls == math.ceil(40 / 3)  # 2 drafted + 1 bonus per round
+    assert heur.target_calls < const.target_calls  # rounds of 3, 5, 7, ... tokens
+    assert (
+        draft.generation_config.num_assistant_tokens_schedule == target.generation_config.num_assistant_tokens_schedule
+    )
+    with pytest.raises(ValueError, match="schedule"):
+        assisted_generation_run(target, draft, prompts(1, 8), 4, 0.0, 2, seed=0, schedule="dynamic")

@@ -23,25 +23,28 @@ from spectr_gbv.gpu import (  # noqa: E402
     crop_cache,
     process_logits,
     repeat_cache_rows,
+    sample_from,
     select_cache_rows,
     top_k_mask,
     top_p_mask,
 )
 from spectr_gbv.gpu.decoding.cache import model_forward  # noqa: E402
-from tests.gpu.tiny_models import exact_law, g_test, law_test, perturbed_copy, tiny_llama  # noqa: E402
+from spectr_gbv.gpu.decoding.tree_support import supports_tree_attention  # noqa: E402
+from tests.gpu.tiny_models import (  # noqa: E402
+    exact_law,
+    g_test,
+    law_test,
+    no_cache_logits,
+    tiny_llama,
+    unit_pair,
+)
 
 V = 5
 
 
 @pytest.fixture(scope="module")
 def models():
-    target = tiny_llama(V, seed=0, num_layers=2, initializer_range=0.25)
-    return target, perturbed_copy(target, seed=1, scale=0.15)
-
-
-def no_cache_logits(model, ids):
-    with torch.no_grad():
-        return model(input_ids=torch.tensor([ids])).logits[0]
+    return unit_pair(V)
 
 
 # ----------------------------------------------------------------------------- sampling
@@ -187,15 +190,23 @@ def test_ngram_source_counts_context_and_commits():
 
 
 # ----------------------------------------------------------------------------- decoder
-def test_stats_accounting_and_call_counts(models):
+@pytest.mark.parametrize("scoring", ["tree", "flat"])
+def test_stats_accounting_and_call_counts(models, scoring):
     target, draft = models
+    assert supports_tree_attention(target) and supports_tree_attention(draft)  # the one-time probes, before counting
     calls = []
     handle = target.register_forward_hook(lambda *a: calls.append(1))
     try:
-        dec = SpeculativeDecoder(target, draft, method="mdbv", num_drafts=2, draft_length=3, seed=0)
+        dec = SpeculativeDecoder(target, draft, method="mdbv", num_drafts=2, draft_length=3, seed=0, scoring=scoring)
         ids, st = dec.generate([1, 2, 3], max_new_tokens=25)
     finally:
         handle.remove()
+    assert st.scoring == scoring
+    if scoring == "flat":
+        assert st.target_positions == 2 * 4 * st.iterations and st.draft_positions == (1 + 2 * 2) * st.iterations
+    else:  # each distinct prefix once: the root, then 1 or 2 nodes per depth
+        assert st.iterations * 4 <= st.target_positions <= st.iterations * 7
+        assert st.iterations * 3 <= st.draft_positions <= st.iterations * 5
     assert ids.shape == (3 + 25,) and ids[:3].tolist() == [1, 2, 3]
     assert ((ids >= 0) & (ids < V)).all()
     assert sum(st.accepted_hist) == st.row_iterations == st.iterations == st.target_calls
@@ -243,7 +254,7 @@ def test_ar_is_plain_sampling_token_for_token(models):
     gen, seq = torch.Generator().manual_seed(11), [1, 2]
     for _ in range(20):
         law = process_logits(no_cache_logits(target, seq)[-1], sampling)
-        seq.append(int(torch.multinomial(law[None], 1, generator=gen)))
+        seq.append(int(sample_from(law[None], gen)))
     assert ids.tolist() == seq and st.target_calls == 20 and st.accepted_hist == [20]
 
 
