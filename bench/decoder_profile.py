@@ -31,12 +31,15 @@ import argparse
 import functools
 import importlib
 import json
+import sys
 import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # decoder_vs_hf, a sibling script
 
 #: Category -> (module, attribute path) of the functions timed for it.
 TIMED: dict[str, list[tuple[str, str]]] = {
@@ -171,21 +174,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    if args.pair == "real":
-        from spectr_gbv.gpu.bench.runner import load_models
-        from spectr_gbv.gpu.models.prompts import load_prompts
+    from decoder_vs_hf import load_pair  # the same pairs and prompts as the side-by-side bench
 
-        models = load_models(progress=False)
-        target, draft = models.target, models.draft
-        prompts = [
-            models.encode(p.text, False, 256) for p in load_prompts("humaneval", args.prompts, 0, progress=False)
-        ]
-    else:
-        from spectr_gbv.gpu.models.synthetic import synthetic_pair
-
-        target, draft = synthetic_pair("tiny-target", "tiny-draft")
-        gen = torch.Generator().manual_seed(0)
-        prompts = [torch.randint(0, 512, (64,), generator=gen) for _ in range(args.prompts)]
+    pair = argparse.Namespace(pair=args.pair, prompts=args.prompts, dtype="float32", closeness=0.05, prompt_tokens=64)
+    target, draft, prompts, _ = load_pair(pair)
     from spectr_gbv.gpu import SpeculativeDecoder
 
     extra = {} if args.scoring is None else {"scoring": args.scoring}

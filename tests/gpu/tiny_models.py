@@ -148,6 +148,22 @@ def no_cache_logits(model: torch.nn.Module, ids: list[int]) -> torch.Tensor:
 
 
 @torch.no_grad()
+def assert_exact_draft_laws(
+    draft: torch.nn.Module, prompts: torch.Tensor, drafts: torch.Tensor, q: torch.Tensor, sampling: SamplingConfig
+) -> None:
+    """Each ``q[b, k, t]`` is the processed law of ``draft`` at (prompt b, draft k's first t tokens), within
+    1e-5, and ``drafts[b, k, t]`` lies in its support (it was drawn from that law)."""
+    B, K, L = drafts.shape
+    for b in range(B):
+        for k in range(K):
+            for t in range(L):
+                ids = prompts[b].tolist() + drafts[b, k, :t].tolist()
+                ref = process_logits(no_cache_logits(draft, ids)[-1], sampling)
+                torch.testing.assert_close(q[b, k, t], ref, atol=1e-5, rtol=0)
+                assert q[b, k, t, drafts[b, k, t]] > 0
+
+
+@torch.no_grad()
 def model_instance(target, draft, prompt: list[int], L: int, sampling: SamplingConfig):
     """Tabular :class:`~spectr_gbv.core.instance.Instance` of the processed laws after ``prompt``.
 

@@ -360,19 +360,18 @@ class SpeculativeDecoder:
         draft_positions = getattr(self.draft, "positions", 0) if L else 0
         start = time.perf_counter()
         out = torch.full((B, N + L + 1), -1, dtype=torch.int64, device=dev)
-        n_gen = torch.zeros(B, dtype=torch.int64, device=dev)
         rows = torch.arange(B, device=dev)  # original index of each active row
-        generated = [0] * B  # host copy of n_gen for the active rows (no sync to find finished rows)
-        active_rows = list(range(B))
+        active_rows = list(range(B))  # the same, on the host
+        generated = [0] * B  # tokens written per original row, on the host (no sync to find finished rows)
         tcache, pending = self._prefill(prompt, stats)
         step = self._ar_step if L == 0 else self._speculative_step
         while rows.numel():
             emitted, tau = step(tcache, pending, stats)  # [R, L+1] (-1 padded), [R]
             taus = stats.record(tau)
-            pos = n_gen[rows, None] + torch.arange(L + 1, device=dev)
+            offsets = torch.tensor([generated[r] for r in active_rows], dtype=torch.int64, device=dev)
+            pos = offsets[:, None] + torch.arange(L + 1, device=dev)
             keep = torch.arange(L + 1, device=dev)[None] <= tau[:, None]
             out[rows[:, None].expand_as(pos)[keep], pos[keep]] = emitted[keep]
-            n_gen[rows] += tau + 1
             pending = emitted.gather(1, tau[:, None]).squeeze(1)
             for i, t in enumerate(taus):
                 generated[active_rows[i]] += t + 1
@@ -401,7 +400,7 @@ class SpeculativeDecoder:
             (B > 1) with a target or draft model that fails it (rows of different accepted
             lengths share a forward only through custom 4-D masks).
         """
-        from spectr_gbv.gpu.decoding.tree_support import supports_tree_attention
+        from spectr_gbv.gpu.decoding.tree_support import supports_tree_attention, tree_attention_refusal
 
         cfg = self.config
         draft_model = getattr(self.draft, "model", None)
@@ -411,16 +410,14 @@ class SpeculativeDecoder:
         ok = supports_tree_attention(self.target)
         if cfg.scoring == "tree" and not ok:
             raise ValueError(
-                f"scoring='tree', but the target {type(self.target).__name__} does not score token trees "
-                "correctly (custom 4-D attention masks refused or ignored); use scoring='auto' or 'flat'"
+                f"scoring='tree', but {tree_attention_refusal(self.target, 'target')}; use scoring='auto' or 'flat'"
             )
         if B > 1:
             for role, model in (("target", self.target), ("draft", draft_model)):
                 if model is not None and not supports_tree_attention(model):
                     raise ValueError(
                         f"prompt_ids: a batch of {B} rows needs custom 4-D attention masks (rows accept "
-                        f"different lengths), which the {role} model {type(model).__name__} refuses or ignores; "
-                        "run the prompts one at a time"
+                        f"different lengths), but {tree_attention_refusal(model, role)}; run the prompts one at a time"
                     )
         return wanted and ok
 

@@ -150,14 +150,11 @@ class HFDraftSource:
         """
         if num_drafts == 1 or self.tree is False:
             return False
-        from spectr_gbv.gpu.decoding.tree_support import supports_tree_attention
+        from spectr_gbv.gpu.decoding.tree_support import supports_tree_attention, tree_attention_refusal
 
         ok = supports_tree_attention(self.model)
         if self.tree and not ok:
-            raise ValueError(
-                f"tree=True, but the draft model {type(self.model).__name__} does not score token trees "
-                "correctly (custom 4-D attention masks refused or ignored); use tree=None or False"
-            )
+            raise ValueError(f"tree=True, but {tree_attention_refusal(self.model, 'draft')}; use tree=None or False")
         return ok
 
     def begin(self, prompt_ids: torch.Tensor) -> None:

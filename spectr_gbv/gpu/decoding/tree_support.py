@@ -52,6 +52,26 @@ PROBE_CAP = 0.05
 _VERDICTS: weakref.WeakKeyDictionary[torch.nn.Module, bool] = weakref.WeakKeyDictionary()
 
 
+def tree_attention_refusal(model: torch.nn.Module, role: str) -> str:
+    """The clause an error message gives for ``model`` failing :func:`supports_tree_attention`.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+    role : str
+        ``"target"`` or ``"draft"`` (named in the text).
+
+    Returns
+    -------
+    str
+        E.g. ``"the target model GPT2LMHeadModel does not score token trees correctly (...)"``.
+    """
+    return (
+        f"the {role} model {type(model).__name__} does not score token trees correctly "
+        "(custom 4-D attention masks refused or ignored)"
+    )
+
+
 def supports_tree_attention(model: torch.nn.Module) -> bool:
     """True when ``model`` scores a token tree exactly as it scores each path (probed once per model).
 

@@ -31,6 +31,7 @@ from spectr_gbv.gpu import (  # noqa: E402
 from spectr_gbv.gpu.decoding.cache import model_forward  # noqa: E402
 from spectr_gbv.gpu.decoding.tree_support import supports_tree_attention  # noqa: E402
 from tests.gpu.tiny_models import (  # noqa: E402
+    assert_exact_draft_laws,
     exact_law,
     g_test,
     law_test,
@@ -167,13 +168,7 @@ def test_hf_draft_source_laws_are_the_exact_sampling_laws(models):
     src.begin(prompts)
     drafts, q = src.propose(3, 2, sampling, torch.Generator().manual_seed(0))
     assert drafts.shape == (2, 3, 2) and q.shape == (2, 3, 2, V)
-    for b in range(2):
-        for k in range(3):
-            for t in range(2):
-                ids = prompts[b].tolist() + drafts[b, k, :t].tolist()
-                ref = process_logits(no_cache_logits(draft, ids)[-1], sampling)
-                torch.testing.assert_close(q[b, k, t], ref, atol=1e-5, rtol=0)
-                assert q[b, k, t, drafts[b, k, t]] > 0  # drawn from that law (top-k support)
+    assert_exact_draft_laws(draft, prompts, drafts, q, sampling)
     assert src.forward_calls == 1 + 2  # prefill, then one batched call per position
 
 

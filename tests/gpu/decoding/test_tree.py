@@ -14,7 +14,7 @@ from transformers import LlamaForCausalLM  # noqa: E402
 from spectr_gbv.gpu import HFDraftSource, RowCache, SamplingConfig, SpeculativeDecoder  # noqa: E402
 from spectr_gbv.gpu.decoding.tree import TokenTree  # noqa: E402
 from spectr_gbv.gpu.decoding.tree_support import supports_tree_attention  # noqa: E402
-from tests.gpu.tiny_models import no_cache_logits, tiny_llama, unit_pair  # noqa: E402
+from tests.gpu.tiny_models import assert_exact_draft_laws, no_cache_logits, tiny_llama, unit_pair  # noqa: E402
 
 V = 5
 
@@ -242,20 +242,11 @@ def test_tree_draft_laws_are_the_exact_sampling_laws(models):
     src.begin(prompts)
     drafts, q = src.propose(4, 3, sampling, torch.Generator().manual_seed(0))
     assert drafts.shape == (2, 4, 3) and q.shape == (2, 4, 3, V)
+    assert_exact_draft_laws(draft, prompts, drafts, q, sampling)
     for b in range(2):
         for k in range(4):
             for t in range(3):
-                ids = prompts[b].tolist() + drafts[b, k, :t].tolist()
-                ref = process_logits_ref(draft, ids, sampling)
-                torch.testing.assert_close(q[b, k, t], ref, atol=1e-5, rtol=0)
-                assert q[b, k, t, drafts[b, k, t]] > 0
                 for j in range(k):
                     if drafts[b, j, :t].tolist() == drafts[b, k, :t].tolist():
                         assert torch.equal(q[b, j, t], q[b, k, t])
     assert src.forward_calls == 1 + 3 and src.positions < 2 * (1 + 4 * 2)  # prefill, L calls; shared prefixes once
-
-
-def process_logits_ref(model, ids, sampling):
-    from spectr_gbv.gpu import process_logits
-
-    return process_logits(no_cache_logits(model, ids)[-1], sampling)
