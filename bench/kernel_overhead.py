@@ -1,12 +1,13 @@
 """Wall time of every verification kernel at realistic shapes, side by side in one run.
 
 Run: ``python bench/kernel_overhead.py [--device cpu|cuda] [--V 49152] [--B 1] [--repeats 20]
-[--step-ms MS] [--methods sd,bv,...]``. For each shape (B rows, K in {1, 4}, L in {4, 8}, V = 49152, float32) it
-builds draft/target rows as softmaxes of random logits (standard deviation 3, so rows are
-peaked like a language model's), drafts sampled from q along a consistent draft tree (drafts
-sharing a prefix share its rows), then times ``verify(method, ...)`` (input validation
-included) and, separately, the validation alone. Reported: the median over ``--repeats`` runs
-after 3 warm-up runs, in ms, and the ratio to ``sd`` (the cheapest verifier that reads
+[--step-ms MS] [--methods sd,bv,...] [--shapes 1x4,1x8,4x4,4x8]``. For each shape (B rows, K x L, by
+default K in {1, 4} and L in {4, 8}; V = 49152, float32) it builds draft/target rows as softmaxes of
+random logits (standard deviation 3, so rows are peaked like a language model's), drafts sampled
+from q along a consistent draft tree (drafts sharing a prefix share its rows), then times
+``verify(method, ...)`` (input validation included) and, separately, the validation alone. Reported:
+the median over ``--repeats`` runs after 3 warm-up runs (fewer runs for kernels slower than a
+second: :func:`timed`), in ms, and the ratio to ``sd`` (the cheapest verifier that reads
 probabilities) at the same shape; with ``--step-ms`` also the ratio to a target decoding step of
 that many ms. On CUDA every run is synchronised before the clock stops.
 """
@@ -23,9 +24,15 @@ from spectr_gbv.gpu.kernels import KERNEL_METHODS, default_device, validate_inpu
 
 #: Kernels whose per-node cost is super-linear in V, timed only up to this V (they are skipped,
 #: and say so, above it): optimal_multidraft peels up to |supp q| priority orders per node
-#: (O(V^3 log V) worst case; 9 s per call at V = 1024 on CPU); near_opt_bv builds one such rule
-#: per path node (3 s per call at B = 1, K = 4, L = 3, V = 49152: bench/near_opt_kernel_scaling.py).
-MAX_V: dict[str, int] = {"optimal_multidraft": 1024, "near_opt_bv": 4096}
+#: (O(V^3 log V) worst case; 9 s per call at V = 1024 on CPU). near_opt_bv builds a rule of
+#: that kind at every drafted prefix but is timed at every V (minutes per call at V = 49,152:
+#: docs/near_opt_bv.md, "Complexity"); slow kernels get fewer runs (:func:`timed`).
+MAX_V: dict[str, int] = {"optimal_multidraft": 1024}
+
+#: A kernel whose first (warm-up) call takes longer than this many seconds is timed over as many
+#: further calls as fit in :data:`SLOW_BUDGET_S` (at least one), without more warm-ups.
+SLOW_CALL_S = 1.0
+SLOW_BUDGET_S = 60.0
 
 
 def tree_rows(B: int, K: int, L: int, V: int, device: torch.device, seed: int) -> tuple[torch.Tensor, ...]:
@@ -53,9 +60,18 @@ def tree_rows(B: int, K: int, L: int, V: int, device: torch.device, seed: int) -
 
 
 def timed(fn: object, device: torch.device, repeats: int) -> float:
-    """Median wall time of ``fn()`` in ms (3 warm-up calls; CUDA synchronised)."""
+    """Median wall time of ``fn()`` in ms (3 warm-up calls; CUDA synchronised).
+
+    A call slower than :data:`SLOW_CALL_S` seconds ends the warm-up, and the median is then
+    taken over as many calls as fit in :data:`SLOW_BUDGET_S` (at least one, at most ``repeats``).
+    """
     for _ in range(3):
+        t0 = time.perf_counter()
         fn()
+        first = time.perf_counter() - t0
+        if first > SLOW_CALL_S:
+            repeats = max(1, min(repeats, int(SLOW_BUDGET_S / first)))
+            break
     times = []
     for _ in range(repeats):
         if device.type == "cuda":
@@ -77,7 +93,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--step-ms", type=float, default=None, help="target decoding step to relate to")
     parser.add_argument("--methods", default=",".join(KERNEL_METHODS), help="kernels to time (sd is always timed)")
+    parser.add_argument("--shapes", default="1x4,1x8,4x4,4x8", help="KxL shapes (default: K in {1, 4}, L in {4, 8})")
     args = parser.parse_args()
+    shapes = [(int(k), int(l_)) for k, l_ in (shape.split("x") for shape in args.shapes.split(","))]
     methods = [m for m in KERNEL_METHODS if m in {"sd", *args.methods.split(",")}]
     device = torch.device(args.device)
     print(
@@ -85,9 +103,8 @@ def main() -> None:
         f"median of {args.repeats} runs (ms), ratio = kernel / sd at the same shape"
         + (f", step = kernel / {args.step_ms} ms" if args.step_ms else "")
     )
-    header = f"{'method':>20} " + " ".join(f"{f'K={K} L={L}':>17}" for K in (1, 4) for L in (4, 8))
+    header = f"{'method':>20} " + " ".join(f"{f'K={K} L={L}':>17}" for K, L in shapes)
     print(header)
-    shapes = [(K, L) for K in (1, 4) for L in (4, 8)]
     data = {shape: tree_rows(args.B, *shape, args.V, device, seed=sum(shape)) for shape in shapes}
     gens = {shape: torch.Generator(device=device).manual_seed(0) for shape in shapes}
     results: dict[tuple[str, int, int], float] = {}

@@ -92,7 +92,7 @@ from spectr_gbv.reference.score_laws import (
 )
 
 
-def _exact_row(row: np.ndarray, exact: bool) -> tuple[Fraction, ...]:
+def exact_row(row: np.ndarray, exact: bool) -> tuple[Fraction, ...]:
     """A row as Fractions; float64 rows converted exactly and renormalised (they sum to 1 only within rounding)."""
     vals = [v if exact else Fraction(v) for v in row.tolist()]
     if exact:
@@ -210,8 +210,8 @@ def _walk(
     nodes: list[PathNode] = []
     for t in range(depth):
         k = active[0]
-        p = _exact_row(batch.target_probs[k, t], batch.exact)
-        q = _exact_row(batch.draft_probs[k, t], batch.exact)
+        p = exact_row(batch.target_probs[k, t], batch.exact)
+        q = exact_row(batch.draft_probs[k, t], batch.exact)
         total = sum(dist.values(), Fraction(0))
         counts: Counts = tuple((m, dist[m] / total) for m in sorted(dist))
         scale = w if weighting == "bv" or (weighting == "leaf" and t == batch.L - 1) else Fraction(1)
@@ -291,6 +291,7 @@ def _score_node(
     law: ScoreLaw,
     w: Fraction,
     options: tuple[str, str, str],
+    mix: Fraction = Fraction(0),
 ) -> ScoreNode:
     priority, weighting, split = options
     scale = w if weighting == "bv" or (weighting == "leaf" and last) else Fraction(1)
@@ -302,6 +303,8 @@ def _score_node(
         share = Fraction(0)
         if split == "rule":
             share, orders = proportional_share(d, q, cov)
+        elif mix > 0 and not last:  # a share of every score for every child: (1 - mix) d + mix q
+            d, share = tuple((1 - mix) * dv + mix * qv for dv, qv in zip(d, q, strict=True)), mix
     return ScoreNode(d, share, orders, law, w)
 
 
@@ -320,7 +323,11 @@ def _check_score_options(priority: str, weighting: str, split: str, selection: s
 
 
 def score_tree(
-    batch: VerifyInput, priority: str = "hedge", weighting: str = "bv", split: str = "orders"
+    batch: VerifyInput,
+    priority: str = "hedge",
+    weighting: str = "bv",
+    split: str = "orders",
+    mix: Fraction = Fraction(0),
 ) -> tuple[dict[tuple[int, ...], ScoreNode], list[ScoreLaw]]:
     """The score rules at every drafted prefix of length 0..L-1 and each draft's score law.
 
@@ -337,6 +344,10 @@ def score_tree(
         One of :data:`WEIGHTINGS` (default ``"bv"``).
     split : str
         One of :data:`SPLITS` (default ``"orders"``).
+    mix : Fraction
+        With ``split="orders"``, the proportional share given at every node above the last
+        level: the rule's law becomes :math:`(1 - \\lambda) d + \\lambda q` and every child
+        gets :math:`\\lambda` of every score (:mod:`spectr_gbv.reference.second_chance`); default 0.
 
     Returns
     -------
@@ -362,10 +373,10 @@ def score_tree(
             u = x[:t]
             if u not in nodes:
                 law, w = laws[u]
-                p = _exact_row(batch.target_probs[k, t], batch.exact)
-                q = _exact_row(batch.draft_probs[k, t], batch.exact)
+                p = exact_row(batch.target_probs[k, t], batch.exact)
+                q = exact_row(batch.draft_probs[k, t], batch.exact)
                 rows[u] = (p, q)
-                nodes[u] = _score_node(p, q, t == batch.L - 1, batch.K, law, w, (priority, weighting, split))
+                nodes[u] = _score_node(p, q, t == batch.L - 1, batch.K, law, w, (priority, weighting, split), mix)
             node, (p, q) = nodes[u], rows[u]
             child = x[: t + 1]
             if child not in laws:
@@ -500,6 +511,7 @@ __all__ = [
     "ScoreNode",
     "child_counts",
     "child_law",
+    "exact_row",
     "path_rules",
     "score_tree",
 ]

@@ -171,6 +171,17 @@ def split_law(law: ScoreLaw, share: Fraction, slices: Sequence[tuple[Fraction, F
     return scaled(measure, 1 / total)
 
 
+def cdf(law: ScoreLaw, s: Fraction) -> Fraction:
+    """The law's CDF at ``s``: the mass of its scores below ``s`` (exact; a measure's mass below ``s``)."""
+    out = Fraction(0)
+    for lo, hi, m in law:
+        if hi <= s:
+            out += m
+        elif lo < s:
+            out += m * (s - lo) / (hi - lo)
+    return out
+
+
 def _cdf_on(law: ScoreLaw, points: Sequence[Fraction]) -> list[Fraction]:
     """The law's CDF at sorted ``points`` that include all its breakpoints (one merge pass)."""
     out, below, j = [], Fraction(0), 0
@@ -238,6 +249,7 @@ __all__ = [
     "ScoreCoverage",
     "ScoreLaw",
     "add_measures",
+    "cdf",
     "moment",
     "scaled",
     "split_law",
