@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 from typing import Any
 
 from spectr_gbv.cli.common import UsageError, print_json
@@ -45,8 +46,25 @@ def run(args: argparse.Namespace) -> int:
     return _finish(args, result, f"Sweep of {result.tasks_total} instances: {result.tasks_done} tasks done")
 
 
+def _warn_foreign(directory: Any, quiet: bool) -> None:
+    """One stderr line when the dataset folder holds files other than Parquet (its readers would fail)."""
+    if quiet:
+        return
+    from spectr_gbv.sweep.store import non_parquet_entries
+
+    names = non_parquet_entries(directory)
+    if names:
+        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        print(
+            f"spectr-gbv sweep: note: {directory} holds entries that are not Parquet files ({shown}): pandas, "
+            "pyarrow, polars and DuckDB fail on the folder until they are moved out of it",
+            file=sys.stderr,
+        )
+
+
 def _finish(args: argparse.Namespace, result: Any, head: str) -> int:
     """Print a sweep result (JSON with ``--json``, else one line after ``head``); exit 1 if tasks failed."""
+    _warn_foreign(result.out, args.quiet)
     if args.json:
         print_json(dataclasses.asdict(result))
     else:
@@ -61,15 +79,17 @@ def _finish(args: argparse.Namespace, result: Any, head: str) -> int:
 def run_summarize(args: argparse.Namespace) -> int:
     """Execute ``sweep summarize DIR``: write the summary files, print it as Markdown (or JSON with ``--json``)."""
     try:
-        from spectr_gbv.sweep.summary import summarize
+        from spectr_gbv.sweep.summary import default_summary_dir, summarize
     except ImportError as exc:
         raise UsageError(f"sweep summarize needs the 'sweep' extra: pip install 'spectr_gbv[sweep]' ({exc})") from exc
+    out = args.summary_out or default_summary_dir(args.directory)
     try:
-        summary = summarize(
-            args.directory, args.summary_out or args.directory, baseline=args.baseline, plots=not args.no_plots
-        )
+        summary = summarize(args.directory, out, baseline=args.baseline, plots=not args.no_plots)
     except ValueError as exc:
         raise UsageError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from exc
+    if not args.quiet:
+        print(f"spectr-gbv sweep summarize: summary files written to {out}", file=sys.stderr)
+    _warn_foreign(args.directory, args.quiet)
     if args.json:
         print_json(summary.to_json())
     else:
@@ -179,11 +199,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         dest="summary_out",
         metavar="OUT",
         default=None,
-        help="folder for summary.md, summary.json and the plots (default: DIR itself)",
+        help="folder for summary.md, summary.json and the plots, outside DIR (default: DIR-summary beside DIR)",
     )
     s.add_argument("--baseline", default="mdbv", help="the method others are compared with (default mdbv)")
     s.add_argument("--no-plots", action="store_true", help="tables only")
     s.add_argument("--json", action="store_true", help="print the summary as JSON")
-    s.add_argument("--quiet", action="store_true", help="no progress bars on stderr")
+    s.add_argument("--quiet", action="store_true", help="no progress bars or notes on stderr")
     s.set_defaults(func=run_summarize)
     _add_bench_parser(forms)

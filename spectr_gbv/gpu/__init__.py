@@ -10,7 +10,7 @@ Four subpackages, each one idea; imports go one way, kernels <- decoding <- mode
   predictions and the real-model law test.
 
 The flat modules of before issue 15 (``spectr_gbv.gpu.decoder``, ``spectr_gbv.gpu.benchmark``,
-...) still import for one release, with a ``DeprecationWarning`` (CHANGELOG.md lists old -> new).
+...) are gone; CHANGELOG.md lists each old path with its new module.
 
 Public API (every name is imported lazily, on first access: ``import spectr_gbv.gpu`` needs
 no extra, using a name needs ``torch`` and, for the decoder and caches, ``transformers``, the

@@ -204,7 +204,7 @@ class BenchSweep:
         }
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready dict, lists for tuples (recorded once in ``sweep.json``)."""
+        """Plain JSON-ready dict, lists for tuples (recorded once in the folder's provenance, ``_sweep.parquet``)."""
         data = {"kind": "bench", "config": self.config.summary(), "models": self.models, "prompts": self.prompts}
         return json.loads(json.dumps(data))
 
@@ -216,7 +216,7 @@ def _models_and_prompts(sweep: BenchSweep, device: str) -> tuple[BenchModels, di
     """The process's model pair (on ``device``, warmed up) and encoded prompts, built once per spec."""
     import torch
 
-    from spectr_gbv.gpu.bench.runner import GridPoint, _decoder, load_bench_prompts
+    from spectr_gbv.gpu.bench.runner import GridPoint, load_bench_prompts, make_decoder
 
     c = sweep.config
     key = (sweep.models, sweep.prompts, sweep.cache_dir, device, c.datasets, c.num_prompts, c.seed, c.max_prompt_tokens)
@@ -234,7 +234,7 @@ def _models_and_prompts(sweep: BenchSweep, device: str) -> tuple[BenchModels, di
                 raise ValueError(f"prompts: {ds!r} has {len(prompts.get(ds, ()))} prompts, expected {c.num_prompts}")
         first = prompts[c.datasets[0]][0]
         for point in (GridPoint("ar", 1, 0, c.centre[2], ()), GridPoint("mdbv", 2, 2, c.centre[2], ())):  # warm-up
-            _decoder(models, point, c.seed, device).generate(first, max_new_tokens=4)
+            make_decoder(models, point, c.seed, device).generate(first, max_new_tokens=4)
         _CACHE[key] = (models, prompts)
     return _CACHE[key]  # type: ignore[return-value]
 
@@ -261,7 +261,7 @@ def run_point(sweep: BenchSweep, point: GridPoint, device: str = "cpu") -> list[
         A malformed spec, or a prompt loader that does not give ``num_prompts`` prompts per dataset.
     """
     import spectr_gbv
-    from spectr_gbv.gpu.bench.runner import RunRow, _decoder
+    from spectr_gbv.gpu.bench.runner import RunRow, make_decoder
 
     models, prompts = _models_and_prompts(sweep, device)
     c = sweep.config
@@ -269,7 +269,7 @@ def run_point(sweep: BenchSweep, point: GridPoint, device: str = "cpu") -> list[
     for ds in c.datasets:
         row = RunRow(ds, *point.key, ";".join(point.sweeps))
         for i, ids in enumerate(prompts[ds]):
-            _, stats = _decoder(models, point, c.seed + 7919 * i, device).generate(ids, c.max_new_tokens)
+            _, stats = make_decoder(models, point, c.seed + 7919 * i, device).generate(ids, c.max_new_tokens)
             row.add(stats)
         out = row.summary()
         for name in ("speedup", "ar_tokens_per_second"):

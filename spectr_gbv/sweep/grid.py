@@ -305,7 +305,7 @@ class SweepGrid:
         return len(self.tasks()) * len(self.methods) * len(self.ks)
 
     def to_dict(self) -> dict[str, Any]:
-        """The grid as JSON (the TOML layout), for ``sweep.json``."""
+        """The grid as JSON (the TOML layout), for the folder's provenance (``_sweep.parquet``)."""
         return {
             "methods": list(self.methods),
             "K": list(self.ks),

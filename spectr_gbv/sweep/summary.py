@@ -18,6 +18,12 @@ Conventions, in one place:
 * statistics are over instances: mean = ``math.fsum / n``, median = ``statistics.median``,
   worst = min, quantiles = :func:`numpy.quantile` (linear).
 
+The summary files never go into the dataset folder: every file there must be Parquet for
+pandas, pyarrow, polars and DuckDB to read it (:mod:`spectr_gbv.sweep.store`), so
+:func:`summarize` and :meth:`Summary.write` refuse an output folder inside it, and the CLI's
+default is the sibling folder :func:`default_summary_dir` (``runs/field`` ->
+``runs/field-summary``).
+
 pyarrow is needed to read the table (the ``sweep`` extra); matplotlib is imported only inside
 :meth:`Summary.write` when plots are requested.
 """
@@ -45,6 +51,9 @@ GAP_TOL: float = 1e-12
 DEFECT_TOL: float = 1e-9
 #: A float64 instance's E[tau] drop above this, when K grows, is a monotonicity failure (exact: any).
 DROP_TOL: float = 1e-9
+
+#: Suffix of the default summary folder, a sibling of the dataset folder (:func:`default_summary_dir`).
+SUMMARY_SUFFIX = "-summary"
 
 _EXACT = re.compile(r"^\s*[-+]?\d+(\s*/\s*\d+)?\s*$")
 _COLUMNS = ("instance_id", "method", "K", "expected_accepted", "expected_accepted_float", "opt")
@@ -75,6 +84,47 @@ def _lossless(method: str) -> bool:
         return bool(get_verifier(method).lossless)
     except ValueError:
         return True
+
+
+def default_summary_dir(directory: str | Path) -> Path:
+    """The default folder of a dataset's summary files: its sibling ``<name>-summary``.
+
+    Parameters
+    ----------
+    directory : str or Path
+        A sweep folder (``runs/field``).
+
+    Returns
+    -------
+    Path
+        ``runs/field-summary`` (built from the absolute path, so ``.`` works too).
+    """
+    here = Path(directory).resolve()
+    return here.with_name(here.name + SUMMARY_SUFFIX)
+
+
+def check_summary_dir(directory: str | Path, out: str | Path) -> None:
+    """Refuse a summary folder that is the dataset folder or inside it.
+
+    Parameters
+    ----------
+    directory : str or Path
+        The sweep folder that is read.
+    out : str or Path
+        Where the summary files would go.
+
+    Raises
+    ------
+    ValueError
+        ``out`` is ``directory`` or a folder inside it (its Markdown, JSON and PNG files would
+        make the folder unreadable as a Parquet dataset by pandas, pyarrow and polars).
+    """
+    data, there = Path(directory).resolve(), Path(out).resolve()
+    if there == data or data in there.parents:
+        raise ValueError(
+            f"out: {str(out)!r} is inside the dataset folder {str(directory)!r}; summary files there would break "
+            f"its Parquet readers: write them beside it (default {str(default_summary_dir(directory))!r})"
+        )
 
 
 def _stats(values: list[float]) -> dict[str, Any]:
@@ -241,7 +291,13 @@ class Summary:
         -------
         list of Path
             The files written.
+
+        Raises
+        ------
+        ValueError
+            ``out`` is the summarized dataset folder or inside it (:func:`check_summary_dir`).
         """
+        check_summary_dir(self.directory, out)
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
         (out / "summary.md").write_text(self.to_markdown())
@@ -335,8 +391,8 @@ def summarize(
         A sweep directory (``part-*.parquet`` files, schema :func:`~spectr_gbv.sweep.schema.arrow_schema`).
     out : str, Path or None
         Where to write ``summary.md``, ``summary.json`` and the PNGs (:meth:`Summary.write`);
-        None (default) writes nothing. The CLI passes the sweep directory itself unless told
-        otherwise (the reader only reads ``part-*.parquet``, so the outputs do not disturb it).
+        None (default) writes nothing. Never the sweep directory or a folder inside it (the
+        dataset must hold Parquet files only); the CLI's default is :func:`default_summary_dir`.
     baseline : str
         The method the gap closure is measured from.
     plots : bool
@@ -350,16 +406,19 @@ def summarize(
     Raises
     ------
     ValueError
-        ``directory`` is not a folder (a folder without parts gives an empty summary).
+        ``directory`` is not a folder (a folder without parts gives an empty summary), or ``out``
+        is inside it (checked before anything is read).
     ImportError
         pyarrow (or, for plots, matplotlib) is not installed.
 
     Examples
     --------
-    >>> s = summarize("runs/sweep1", out="runs/sweep1")  # doctest: +SKIP
+    >>> s = summarize("runs/sweep1", out="runs/sweep1-summary")  # doctest: +SKIP
     >>> print(s.to_markdown())  # doctest: +SKIP
     """
     directory = Path(directory)
+    if out is not None:
+        check_summary_dir(directory, out)
     table = read_table(directory)
     rows = table.select(list(_COLUMNS)).to_pylist()
     order = {m: i for i, m in enumerate(STABLE_METHOD_NAMES)}
@@ -527,4 +586,13 @@ def _monotonicity(
     return result
 
 
-__all__ = ["DEFECT_TOL", "DROP_TOL", "GAP_TOL", "Summary", "summarize"]
+__all__ = [
+    "DEFECT_TOL",
+    "DROP_TOL",
+    "GAP_TOL",
+    "SUMMARY_SUFFIX",
+    "Summary",
+    "check_summary_dir",
+    "default_summary_dir",
+    "summarize",
+]

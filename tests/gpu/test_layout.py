@@ -1,16 +1,14 @@
 """The layout of ``spectr_gbv.gpu`` (issue 15): one-way imports between its subpackages, and the
-deprecated flat import paths (re-export their new home, warn, never imported by the package).
+removed flat import paths of before the split (gone; the public ``spectr_gbv.gpu`` names still import).
 
 The import check reads the source with :mod:`ast` (imports inside functions included), so it needs
-neither torch nor transformers; the shim checks run in a fresh interpreter.
+neither torch nor transformers.
 """
 
 from __future__ import annotations
 
 import ast
-import json
-import subprocess
-import sys
+import importlib
 from pathlib import Path
 
 import pytest
@@ -18,7 +16,7 @@ import pytest
 GPU = Path(__file__).resolve().parents[2] / "spectr_gbv" / "gpu"
 #: Subpackage -> layer; a module may import its own layer or a lower one.
 LAYERS = {"kernels": 0, "decoding": 1, "models": 2, "bench": 3}
-#: Deprecated flat module -> its new modules (CHANGELOG.md, "gpu/ layout (issue 15)").
+#: Removed flat module -> its new modules (CHANGELOG.md, "gpu/ layout (issue 15)").
 MOVED = {
     "decoder": ["decoding.decoder"],
     "cache": ["decoding.cache"],
@@ -55,7 +53,7 @@ def gpu_imports(path: Path) -> list[str]:
     return found
 
 
-def test_subpackages_import_one_way_and_never_a_deprecated_path():
+def test_subpackages_import_one_way_and_never_a_removed_path():
     bad = []
     for layer, rank in LAYERS.items():
         for path in sorted((GPU / layer).glob("*.py")):
@@ -70,58 +68,21 @@ def test_bench_extras_do_not_import_the_runner():
     assert [n for n in gpu_imports(GPU / "bench" / "extras.py") if n.startswith("bench.runner")] == []
 
 
-def test_every_moved_module_has_a_shim_and_nothing_else_is_flat():
-    flat = {p.stem for p in GPU.glob("*.py")} - {"__init__", "_deprecated"}
-    assert flat == set(MOVED)
+def test_nothing_is_flat():
+    assert sorted(p.name for p in GPU.glob("*.py")) == ["__init__.py"]
 
 
-SHIM_SCRIPT = """
-import importlib, json, sys, warnings
-moved = json.loads(sys.argv[1])
-warnings.simplefilter("error", DeprecationWarning)
-import spectr_gbv.cli.main, spectr_gbv.gpu
-for news in moved.values():
-    for new in news:
-        importlib.import_module("spectr_gbv.gpu." + new)
-from spectr_gbv.gpu import SpeculativeDecoder, load_draft, load_target, verify
-loaded_shims = sorted(o for o in moved if "spectr_gbv.gpu." + o in sys.modules)
-report = {"loaded_shims": loaded_shims, "shims": {}}
-for old, news in moved.items():
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        namespace = {}
-        exec(f"import spectr_gbv.gpu.{old} as shim", namespace)
-        shim = namespace["shim"]
-    targets = [importlib.import_module("spectr_gbv.gpu." + n) for n in news]
-    same = all(getattr(shim, name) is getattr(t, name) for t in targets for name in getattr(t, "__all__", [])
-               if not name.startswith("_"))
-    public = {n for t in targets for n in vars(t) if not n.startswith("_")}
-    report["shims"][old] = {
-        "warnings": [(w.category.__name__, str(w.message).split(";")[0], w.filename)
-                     for w in caught],
-        "same_objects": same and all(getattr(shim, n) is getattr(t, n) for t in targets for n in shim.__all__
-                                     if hasattr(t, n)),
-        "exports_all_public": public <= set(dir(shim)) | {n for t in targets for n in vars(t)
-                                                          if type(vars(t)[n]).__name__ == "module"},
-    }
-print(json.dumps(report))
-"""
-
-
-def test_deprecated_paths_warn_and_reexport_and_the_package_never_imports_them():
+def test_removed_flat_paths_are_gone_and_the_public_names_still_import():
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    done = subprocess.run(
-        [sys.executable, "-c", SHIM_SCRIPT, json.dumps(MOVED)], capture_output=True, text=True, check=False, timeout=300
-    )
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout.strip().splitlines()[-1])
-    assert report["loaded_shims"] == []
-    for old, got in report["shims"].items():
-        message = f"spectr_gbv.gpu.{old} is deprecated (moved in issue 15, removed in the next release)"
-        # stacklevel=2: the warning points at the importing statement (exec'd code: "<string>")
-        assert got == {
-            "warnings": [["DeprecationWarning", message, "<string>"]],
-            "same_objects": True,
-            "exports_all_public": True,
-        }, old
+    for old in [*MOVED, "_deprecated"]:
+        with pytest.raises(ModuleNotFoundError, match=f"spectr_gbv.gpu.{old}"):
+            importlib.import_module(f"spectr_gbv.gpu.{old}")
+    for news in MOVED.values():
+        for new in news:
+            importlib.import_module(f"spectr_gbv.gpu.{new}")
+    gpu = importlib.import_module("spectr_gbv.gpu")
+    for name in gpu.__all__:
+        module = importlib.import_module(f"spectr_gbv.gpu.{gpu._EXPORTS[name]}")
+        assert getattr(gpu, name) is getattr(module, name), name
+    from spectr_gbv.gpu import DecoderConfig, SpeculativeDecoder, load_draft, load_target, verify  # noqa: F401

@@ -29,7 +29,7 @@ from spectr_gbv.sweep.bench import (  # noqa: E402
     run_point,
     task_placement,
 )
-from spectr_gbv.sweep.store import read_table  # noqa: E402
+from spectr_gbv.sweep.store import read_provenance, read_table  # noqa: E402
 from tests.sweep.bench_models import MODELS, PROMPTS, tiny_models, tiny_prompts  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -143,7 +143,7 @@ def test_cli_rerun_writes_nothing_and_a_wider_grid_runs_only_the_new_point(fresh
     assert len(rows) == 8 and {k for k in rows if k[1:3] == ("mdbv", 1)} == {
         (ds, "mdbv", 1, 2, 1.0, 0, 2, 8, MODELS) for ds in ("humaneval", "gsm")
     }
-    assert [g["kind"] for g in json.loads((Path(out) / "sweep.json").read_text())["grids"]] == ["bench", "bench"]
+    assert [g["kind"] for g in read_provenance(out)["grids"]] == ["bench", "bench"]
 
 
 def test_bad_specs_are_usage_errors(tmp_path, capsys):

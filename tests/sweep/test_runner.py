@@ -15,7 +15,7 @@ from spectr_gbv.simulate.methods import simulate_method  # noqa: E402
 from spectr_gbv.sweep.grid import grid_from_args  # noqa: E402
 from spectr_gbv.sweep.runner import KILL_ONCE_ENV, run_sweep  # noqa: E402
 from spectr_gbv.sweep.schema import KEY  # noqa: E402
-from spectr_gbv.sweep.store import read_table  # noqa: E402
+from spectr_gbv.sweep.store import non_parquet_entries, read_provenance, read_table  # noqa: E402
 from spectr_gbv.theory.bounds import cic_bound  # noqa: E402
 from spectr_gbv.theory.lp import optimal_lossless  # noqa: E402
 
@@ -102,7 +102,8 @@ def test_cli_runs_on_the_shared_ray(local_ray, tmp_path, capsys):
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert out.startswith("Sweep of 2 instances: 0 tasks done, 2 skipped (already stored), 0 failed; 0 rows written")
-    assert json.loads((tmp_path / "sweep.json").read_text())["grids"][0]["methods"] == ["sd", "bv"]
+    assert read_provenance(tmp_path)["grids"][0]["methods"] == ["sd", "bv"]
+    assert non_parquet_entries(tmp_path) == []  # the folder is a Parquet dataset: parts and _sweep.parquet
 
 
 def test_a_task_failing_after_its_retries_is_counted_and_rerun(fresh, tmp_path, monkeypatch, capsys):
@@ -121,7 +122,8 @@ def test_a_task_failing_after_its_retries_is_counted_and_rerun(fresh, tmp_path, 
 def test_cli_summarize_reads_the_dataset(fresh, tmp_path, capsys):
     assert main(["sweep", "summarize", fresh[0].out, "--out", str(tmp_path), "--no-plots", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert isinstance(data, dict) and data
+    assert (data["rows"], data["instances"], data["K"]) == (ROWS, 10, [1, 2])
+    assert json.loads((tmp_path / "summary.json").read_text()) == data
     assert main(["sweep", "summarize", fresh[0].out, "--out", str(tmp_path), "--no-plots"]) == 0
     assert capsys.readouterr().out.strip()
     assert main(["sweep", "summarize", str(tmp_path / "none"), "--no-plots"]) == 2

@@ -1,15 +1,27 @@
-"""The sweep store: parts written atomically, no key stored twice, readers deduplicate, resume keys (no Ray)."""
+"""The sweep store: atomic parts, no key stored twice, readers deduplicate, resume keys, provenance (no Ray)."""
 
+import errno
 import json
 import os
+from pathlib import Path
 
 import pytest
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
+from spectr_gbv.sweep import store as store_module  # noqa: E402
 from spectr_gbv.sweep.schema import COLUMNS, KEY, arrow_schema  # noqa: E402
-from spectr_gbv.sweep.store import SweepStore, read_table  # noqa: E402
+from spectr_gbv.sweep.store import (  # noqa: E402
+    LAYOUT,
+    METADATA_KEY,
+    PROVENANCE,
+    SWEEP_JSON,
+    SweepStore,
+    non_parquet_entries,
+    read_provenance,
+    read_table,
+)
 
 
 def row(instance_id="random:2,2,0,0", method="sd", K=1, value="1/2"):
@@ -61,7 +73,8 @@ def test_reader_deduplicates_by_key_first_part_wins(tmp_path):
 
 
 def test_parts_are_whole_or_absent(tmp_path, monkeypatch):
-    store = SweepStore(tmp_path)
+    out = tmp_path / "out"
+    store = SweepStore(out)
     store.write([row(K=1)])
 
     def broken(table, where, **kw):
@@ -73,9 +86,10 @@ def test_parts_are_whole_or_absent(tmp_path, monkeypatch):
     with pytest.raises(OSError, match="disk full"):
         store.write([row(K=2)])
     monkeypatch.undo()
-    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "sweep.json") == parts(tmp_path)  # no temp left
-    assert len(parts(tmp_path)) == 1
-    assert SweepStore(tmp_path).existing_keys() == {("random:2,2,0,0", "sd", 1)}
+    assert sorted(p.name for p in out.iterdir()) == parts(out)  # no temp left in the folder
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # nor beside it, where it was written
+    assert len(parts(out)) == 1
+    assert SweepStore(out).existing_keys() == {("random:2,2,0,0", "sd", 1)}
     assert store.write([row(K=2)]) == 1  # the failed key was not marked as stored
 
 
@@ -89,14 +103,106 @@ def test_rows_must_match_the_schema(tmp_path):
 def test_record_grid_and_empty_reads(tmp_path):
     store = SweepStore(tmp_path / "s")
     assert read_table(tmp_path / "s").num_rows == 0
+    assert read_provenance(tmp_path / "s") is None
     store.record_grid({"methods": ["sd"]})
     store.record_grid({"methods": ["sd"]})
     store.record_grid({"methods": ["bv"]})
-    data = json.loads((tmp_path / "s" / "sweep.json").read_text())
+    assert sorted(p.name for p in (tmp_path / "s").iterdir()) == [PROVENANCE]  # Parquet only, no sweep.json
+    inode = (tmp_path / "s" / PROVENANCE).stat().st_ino
+    store.record_grid({"methods": ["sd"]})
+    assert (tmp_path / "s" / PROVENANCE).stat().st_ino == inode  # recorded already: not rewritten
+    data = read_provenance(tmp_path / "s")
     assert data["grids"] == [{"methods": ["sd"]}, {"methods": ["bv"]}]
     assert data["columns"] == list(COLUMNS) and data["key"] == list(KEY) and data["package_version"] == "0.1.0"
+    assert data["layout"] == LAYOUT == 2
+    meta = pq.read_schema(tmp_path / "s" / PROVENANCE).metadata
+    assert json.loads(meta[METADATA_KEY.encode()]) == data
+    assert read_table(tmp_path / "s").num_rows == 0  # the provenance file holds no rows
     (tmp_path / "file").write_text("x")
     with pytest.raises(ValueError, match="exists and is not a directory"):
         SweepStore(tmp_path / "file")
     with pytest.raises(ValueError, match="sweep: no such directory"):
         read_table(tmp_path / "none")
+    with pytest.raises(ValueError, match="sweep: no such directory"):
+        read_provenance(tmp_path / "none")
+
+
+def test_a_folder_keeps_one_key(tmp_path):
+    SweepStore(tmp_path).record_grid({"methods": ["sd"]})
+    other = SweepStore(tmp_path, key=("instance_id", "method"))
+    with pytest.raises(ValueError, match=r"_sweep.parquet' holds a sweep keyed by \['instance_id', 'method', 'K'\]"):
+        other.record_grid({"methods": ["bv"]})
+    assert read_provenance(tmp_path)["grids"] == [{"methods": ["sd"]}]  # nothing written
+    (tmp_path / PROVENANCE).write_bytes(b"not parquet")
+    with pytest.raises(ValueError, match="is not a sweep provenance file"):
+        SweepStore(tmp_path).record_grid({"methods": ["sd"]})
+    pq.write_table(arrow_schema().empty_table(), tmp_path / PROVENANCE)  # Parquet, without the metadata
+    with pytest.raises(ValueError, match="is not a sweep provenance file"):
+        read_provenance(tmp_path)
+
+
+def test_a_layout_1_folder_is_converted_on_the_next_record(tmp_path):
+    SweepStore(tmp_path).write([row(K=1), row(K=2)])
+    layout1 = {"columns": list(COLUMNS), "key": list(KEY), "grids": [{"methods": ["sd"]}], "package_version": "0"}
+    (tmp_path / SWEEP_JSON).write_text(json.dumps(layout1))
+    assert read_provenance(tmp_path) == {**layout1, "layout": 1}
+    assert non_parquet_entries(tmp_path) == [SWEEP_JSON]
+    assert read_table(tmp_path).num_rows == 2  # the package reads the old layout
+    with pytest.raises(ValueError, match=r"sweep.json' holds a sweep keyed by"):
+        SweepStore(tmp_path, key=("instance_id", "K")).record_grid({"methods": ["sd"]})
+    assert (tmp_path / SWEEP_JSON).exists() and not (tmp_path / PROVENANCE).exists()  # refused: untouched
+    SweepStore(tmp_path).record_grid({"methods": ["bv"]})
+    assert not (tmp_path / SWEEP_JSON).exists() and non_parquet_entries(tmp_path) == []
+    data = read_provenance(tmp_path)
+    assert data["layout"] == 2 and data["grids"] == [{"methods": ["sd"]}, {"methods": ["bv"]}]
+    assert data["package_version"] == "0.1.0"
+    assert pq.read_table(tmp_path).num_rows == 2  # pyarrow reads the folder now
+    # both files (a conversion cut short): the layout-2 record, plus the old grids it lacks
+    (tmp_path / SWEEP_JSON).write_text(json.dumps({**layout1, "grids": [{"methods": ["sd"]}, {"methods": ["ar"]}]}))
+    assert read_provenance(tmp_path)["grids"] == [{"methods": ["sd"]}, {"methods": ["bv"]}, {"methods": ["ar"]}]
+    (tmp_path / SWEEP_JSON).write_text("[]")
+    with pytest.raises(ValueError, match="is not a sweep provenance file"):
+        read_provenance(tmp_path)
+
+
+def test_non_parquet_entries(tmp_path):
+    assert non_parquet_entries(tmp_path / "none") == []
+    SweepStore(tmp_path).write([row()])
+    (tmp_path / "summary.md").write_text("#")
+    (tmp_path / "sub.parquet").mkdir()
+    (tmp_path / ".hidden").write_text("")
+    assert non_parquet_entries(tmp_path) == [".hidden", "sub.parquet", "summary.md"]
+
+
+def test_temporary_files_fall_back_to_the_folder(tmp_path, monkeypatch):
+    """A parent that cannot take the temporary file (not writable, another file system): a hidden name inside."""
+    where = []
+    original = pq.write_table
+
+    def spying(table, path, **kw):
+        where.append(Path(path))
+        original(table, path, **kw)
+
+    monkeypatch.setattr(pq, "write_table", spying)
+    out = tmp_path / "out"
+    store = SweepStore(out)
+    monkeypatch.setattr(store_module.os, "access", lambda *a, **k: False)  # a read-only parent
+    assert store.write([row(K=1)]) == 1
+    assert where[-1].parent == out.resolve() and where[-1].name.startswith(".part-") and where[-1].suffix == ".tmp"
+    monkeypatch.undo()
+    monkeypatch.setattr(pq, "write_table", spying)
+    replace = store_module.os.replace
+    calls = []
+
+    def cross_device(src, dst):
+        calls.append(Path(src).parent)
+        if len(calls) == 1:
+            raise OSError(errno.EXDEV, "Invalid cross-device link")
+        replace(src, dst)
+
+    monkeypatch.setattr(store_module.os, "replace", cross_device)
+    assert store.write([row(K=2)]) == 1
+    assert calls == [tmp_path.resolve(), out.resolve()]  # the parent first, then the folder itself
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    assert sorted(p.name for p in out.iterdir()) == parts(out)
+    assert read_table(out)["K"].to_pylist() == [1, 2]

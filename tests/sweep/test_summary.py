@@ -232,3 +232,36 @@ def test_no_plots_imports_no_matplotlib(sweep_dir, tmp_path):
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["summary.json", "summary.md"]
+
+
+def test_summaries_never_go_into_the_dataset(sweep_dir, tmp_path):
+    from spectr_gbv.sweep.summary import check_summary_dir, default_summary_dir
+
+    assert default_summary_dir(sweep_dir) == sweep_dir.resolve().with_name(sweep_dir.name + "-summary")
+    assert default_summary_dir(tmp_path / "runs" / "field") == (tmp_path / "runs" / "field-summary").resolve()
+    before = sorted(p.name for p in sweep_dir.iterdir())
+    for out in (sweep_dir, sweep_dir / "plots", sweep_dir / "a" / ".." / "b"):
+        with pytest.raises(ValueError, match="is inside the dataset folder"):
+            summarize(sweep_dir, out)
+        with pytest.raises(ValueError, match="is inside the dataset folder"):
+            check_summary_dir(sweep_dir, out)
+    s = summarize(sweep_dir)
+    with pytest.raises(ValueError, match="is inside the dataset folder"):
+        s.write(sweep_dir, plots=False)
+    assert sorted(p.name for p in sweep_dir.iterdir()) == before  # nothing written into it
+    check_summary_dir(sweep_dir, sweep_dir.with_name(sweep_dir.name + "2"))  # a sibling with a longer name is fine
+    assert [p.name for p in s.write(tmp_path / "beside", plots=False)] == ["summary.md", "summary.json"]
+
+
+def test_cli_default_summary_folder(sweep_dir, capsys):
+    from spectr_gbv.cli.main import main
+
+    assert main(["sweep", "summarize", str(sweep_dir), "--no-plots", "--baseline", MD]) == 0
+    captured = capsys.readouterr()
+    beside = sweep_dir.resolve().with_name(sweep_dir.name + "-summary")
+    assert captured.out.startswith(f"# Sweep summary: {sweep_dir}\n")
+    assert (beside / "summary.md").read_text() == captured.out.rstrip("\n") + "\n"
+    assert json.loads((beside / "summary.json").read_text())["rows"] == 18
+    assert captured.err == f"spectr-gbv sweep summarize: summary files written to {beside}\n"
+    assert main(["sweep", "summarize", str(sweep_dir), "--out", str(sweep_dir), "--no-plots", "--quiet"]) == 2
+    assert "is inside the dataset folder" in capsys.readouterr().err

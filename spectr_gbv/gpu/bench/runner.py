@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -47,6 +47,9 @@ from spectr_gbv.gpu.bench.results import (  # noqa: F401
     estimate_seconds,
     measure_step_costs,
 )
+
+if TYPE_CHECKING:
+    from spectr_gbv.gpu.decoding.decoder import SpeculativeDecoder
 
 
 def parse_draft_spec(spec: str) -> tuple[str, int | None]:
@@ -148,7 +151,7 @@ def load_models(
             draft_model = load_draft(target)
         except (ImportError, OSError) as exc:  # module or shipped weights missing
             raise ImportError(f"{type(exc).__name__}: {exc}") from exc
-        name = "distilled draft (spectr_gbv.gpu.draft_model, shipped weights)"
+        name = "distilled draft (spectr_gbv.gpu.models.draft, shipped weights)"
 
     def encode(text: str, chat: bool, max_tokens: int) -> torch.Tensor:
         return encode_prompt(tok, text, chat, max_tokens)
@@ -159,7 +162,42 @@ def load_models(
     return BenchModels(target, draft_model, encode, decode, TARGET_NAME, name)
 
 
-def _decoder(models: BenchModels, point: GridPoint, seed: int, device: str | None) -> Any:
+def make_decoder(models: BenchModels, point: GridPoint, seed: int, device: str | None) -> SpeculativeDecoder:
+    """Build the decoder of one benchmark run: ``models`` at the grid point ``point``.
+
+    The benchmark and the bench sweep (:mod:`spectr_gbv.sweep.bench`) build every decoder here,
+    so a row of either counts the same thing. ``ar`` gets no draft; ``draft_length`` is at least 1
+    (``ar`` has 0 on the grid, the decoder ignores it there).
+
+    Parameters
+    ----------
+    models : BenchModels
+        The target and draft (``models.target``, ``models.draft``).
+    point : GridPoint
+        Method, K (``num_drafts``), L (``draft_length``) and temperature of the run.
+    seed : int
+        The decoder's seed (the benchmark passes ``config.seed + 7919 * prompt_index``).
+    device : str or None
+        Decoder device; ``None`` is the decoder's default (CUDA when available, else CPU).
+
+    Returns
+    -------
+    spectr_gbv.gpu.decoding.decoder.SpeculativeDecoder
+        A fresh decoder; call :meth:`~spectr_gbv.gpu.decoding.decoder.SpeculativeDecoder.generate`.
+
+    Raises
+    ------
+    ValueError
+        A decoder configuration error (unknown method, K or L out of range, bad temperature), as
+        :class:`~spectr_gbv.gpu.decoding.decoder.SpeculativeDecoder`.
+    ImportError
+        ``transformers`` is not installed.
+
+    References
+    ----------
+    :class:`spectr_gbv.gpu.decoding.decoder.SpeculativeDecoder` (the decoding loop and its methods);
+    :func:`run_benchmark` and :func:`spectr_gbv.sweep.bench.run_bench_sweep`, its callers.
+    """
     from spectr_gbv.gpu.decoding.decoder import SpeculativeDecoder
 
     ar = point.method == "ar"
@@ -269,7 +307,7 @@ def run_benchmark(
     widths = sorted({(1, lc + 1), (kc, lc + 1), (max(config.ks), lc + 1), (kc, max(config.ls) + 1)})
     costs = measure_step_costs(models.target, models.draft, first, widths, sorted({1, kc, max(config.ks)}))
     for point in (GridPoint("ar", 1, 0, tc, ()), GridPoint("mdbv", min(2, kc), 2, tc, ())):  # warm-up
-        _decoder(models, point, config.seed, device).generate(first, max_new_tokens=4)
+        make_decoder(models, point, config.seed, device).generate(first, max_new_tokens=4)
     fixed = {
         name: int(models.encode(text, chat, config.max_prompt_tokens).numel()) for name, chat, text in LOSSLESS_PROMPTS
     }
@@ -296,7 +334,7 @@ def run_benchmark(
             )
             row = RunRow(ds, *point.key, ";".join(point.sweeps))
             for i, ids in enumerate(xs):
-                out, stats = _decoder(models, point, config.seed + 7919 * i, device).generate(
+                out, stats = make_decoder(models, point, config.seed + 7919 * i, device).generate(
                     ids, config.max_new_tokens
                 )
                 row.add(stats)
