@@ -1,6 +1,6 @@
 """``spectr-gbv validate module:function``: the conformance harness on a third-party verifier.
 
-Exit status (:data:`spectr_gbv.validate.report.EXIT_CODES`): 0 passed; 1 failed (a wrong
+Exit status (:data:`spectr_gbv.validate.report.validation_report.EXIT_CODES`): 0 passed; 1 failed (a wrong
 output law, a token of target probability 0, or an exception, hang, exit or invalid output on
 a valid input); 2 (one line on stderr) for a usage error: a bad import path, an unknown
 interface, level, budget, reference or convention; 3 passed, but the output differs from the
@@ -19,8 +19,8 @@ import sys
 from spectr_gbv.cli.common import UsageError
 
 # Copies of the harness's names for --help, so that the CLI starts without importing the
-# harness (scipy.stats); tests/validate/test_cli_validate.py keeps them equal to
-# spectr_gbv.validate.INTERFACES and spectr_gbv.validate.harness.LEVELS, BUDGETS, CONVENTIONS.
+# harness (scipy.stats); tests/validate/harness/test_cli_validate.py keeps them equal to
+# spectr_gbv.validate.INTERFACES and spectr_gbv.validate.harness.driver.LEVELS, BUDGETS, CONVENTIONS.
 INTERFACES: tuple[str, ...] = (
     "generic",
     "chain",

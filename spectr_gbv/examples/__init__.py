@@ -1,7 +1,7 @@
 """Example verifiers to run through the harness (``spectr-gbv validate module:function``).
 
 Each example is a plain function in one of the harness's interfaces
-(:data:`spectr_gbv.validate.interfaces.INTERFACES`), written as a third party would write it: numpy
+(:data:`spectr_gbv.validate.interfaces.names.INTERFACES`), written as a third party would write it: numpy
 only, nothing imported from the rest of the package.
 
 * :func:`spectr_gbv.examples.textbook_sd.verify` (``--interface generic``): the textbook

@@ -94,7 +94,7 @@ def assert_lossless(
         The verifier, in the named interface (``"generic"``, ``"chain"`` or ``"hf"``; see
         :func:`spectr_gbv.validate.validate`).
     interface : str
-        One of :data:`~spectr_gbv.validate.interfaces.INTERFACES`.
+        One of :data:`~spectr_gbv.validate.interfaces.names.INTERFACES`.
     budget : str
         ``"quick"`` (default, for unit tests), ``"standard"`` (the CLI default:
         total-variation error 0.02 detected with power >= 0.99 at alpha = 1e-3) or

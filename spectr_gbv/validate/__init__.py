@@ -16,8 +16,10 @@ Examples
 (True, 'exact')
 """
 
-from spectr_gbv.validate.harness import validate
-from spectr_gbv.validate.interfaces import INTERFACES, load_verifier
-from spectr_gbv.validate.report import CheckResult, ValidationReport
+from spectr_gbv.validate.harness.driver import validate
+from spectr_gbv.validate.interfaces.loading import load_verifier
+from spectr_gbv.validate.interfaces.names import INTERFACES
+from spectr_gbv.validate.report.results import CheckResult
+from spectr_gbv.validate.report.validation_report import ValidationReport
 
 __all__ = ["INTERFACES", "CheckResult", "ValidationReport", "load_verifier", "validate"]

@@ -1,6 +1,6 @@
 """Random generators whose i-th uniform is an extreme coin: exactly 0.0, or the largest value < 1.
 
-The robustness probes (:mod:`spectr_gbv.validate.checks_probes`) need a verifier's acceptance
+The robustness probes (:mod:`spectr_gbv.validate.probes`) need a verifier's acceptance
 coin to be exactly 0 (does ``u <= p/q`` accept a token with ``p = 0``?) or the largest uniform
 below 1 (does a rejection whose residual ``max(p - q, 0)`` is all zero crash?). Two sources:
 
