@@ -53,7 +53,7 @@ _EXPORTS = {
     "DraftSource": "decoding.draft_sources",
     "HFDraftSource": "decoding.draft_sources",
     "NGramDraftSource": "decoding.draft_sources",
-    "model_vocab_size": "decoding.draft_sources",
+    "model_vocab_size": "decoding.cache",
     "SamplingConfig": "decoding.sampling",
     "process_logits": "decoding.sampling",
     "sample_from": "decoding.sampling",

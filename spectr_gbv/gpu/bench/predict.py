@@ -49,8 +49,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from spectr_gbv.gpu.decoding.cache import RowCache
-from spectr_gbv.gpu.decoding.draft_sources import DraftSource, model_vocab_size
+from spectr_gbv.gpu.decoding.cache import RowCache, model_vocab_size
+from spectr_gbv.gpu.decoding.draft_sources import DraftSource
 from spectr_gbv.gpu.decoding.sampling import SamplingConfig, process_logits, sample_from
 
 #: Rows (sample paths) per batched forward; larger ``samples`` are split into chunks of this size.

@@ -44,9 +44,9 @@ import numpy as np
 import torch
 from scipy import stats
 
-from spectr_gbv.gpu.decoding.cache import RowCache
+from spectr_gbv.gpu.decoding.cache import RowCache, model_vocab_size
 from spectr_gbv.gpu.decoding.decoder import SpeculativeDecoder
-from spectr_gbv.gpu.decoding.draft_sources import DraftSource, model_vocab_size
+from spectr_gbv.gpu.decoding.draft_sources import DraftSource
 from spectr_gbv.gpu.decoding.sampling import SamplingConfig, process_logits
 from spectr_gbv.simulate.monte_carlo import g_test_power
 

@@ -35,7 +35,7 @@ _EXPORTS = {
     "DraftSource": "draft_sources",
     "HFDraftSource": "draft_sources",
     "NGramDraftSource": "draft_sources",
-    "model_vocab_size": "draft_sources",
+    "model_vocab_size": "cache",
     "SamplingConfig": "sampling",
     "process_logits": "sampling",
     "sample_from": "sampling",

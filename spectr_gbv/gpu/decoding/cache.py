@@ -402,3 +402,30 @@ class RowCache:
         elif cache_length(self.cache):
             crop_cache(self.cache, new_len)
         self.valid = prefix[:, :new_len]
+
+
+def model_vocab_size(model: torch.nn.Module) -> int:
+    """Width V of a causal LM's logits.
+
+    Parameters
+    ----------
+    model : transformers PreTrainedModel
+
+    Returns
+    -------
+    int
+        ``model.get_output_embeddings().out_features`` when available, else
+        ``model.config.vocab_size``.
+
+    Raises
+    ------
+    ValueError
+        If neither is available.
+    """
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    if head is not None and getattr(head, "out_features", None):
+        return int(head.out_features)
+    v = getattr(getattr(model, "config", None), "vocab_size", None)
+    if not v:
+        raise ValueError(f"cannot determine the vocabulary size of {type(model).__name__}")
+    return int(v)

@@ -45,8 +45,8 @@ from typing import Any
 
 import torch
 
-from spectr_gbv.gpu.decoding.cache import RowCache
-from spectr_gbv.gpu.decoding.draft_sources import DraftSource, HFDraftSource, model_vocab_size
+from spectr_gbv.gpu.decoding.cache import RowCache, model_vocab_size
+from spectr_gbv.gpu.decoding.draft_sources import DraftSource, HFDraftSource
 from spectr_gbv.gpu.decoding.sampling import SamplingConfig, process_logits, sample_from
 from spectr_gbv.gpu.decoding.stats import DecodeStats, timed
 from spectr_gbv.gpu.decoding.tree import TokenTree

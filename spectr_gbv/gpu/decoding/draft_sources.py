@@ -26,7 +26,7 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
-from spectr_gbv.gpu.decoding.cache import RowCache
+from spectr_gbv.gpu.decoding.cache import RowCache, model_vocab_size
 from spectr_gbv.gpu.decoding.sampling import SamplingConfig, process_logits, sample_from
 from spectr_gbv.gpu.decoding.tree import TokenTree
 
@@ -411,30 +411,3 @@ class NGramDraftSource:
         keep = rows.tolist()
         self._contexts = [self._contexts[r] for r in keep]
         self._tables = [self._tables[r] for r in keep]
-
-
-def model_vocab_size(model: torch.nn.Module) -> int:
-    """Width V of a causal LM's logits.
-
-    Parameters
-    ----------
-    model : transformers PreTrainedModel
-
-    Returns
-    -------
-    int
-        ``model.get_output_embeddings().out_features`` when available, else
-        ``model.config.vocab_size``.
-
-    Raises
-    ------
-    ValueError
-        If neither is available.
-    """
-    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    if head is not None and getattr(head, "out_features", None):
-        return int(head.out_features)
-    v = getattr(getattr(model, "config", None), "vocab_size", None)
-    if not v:
-        raise ValueError(f"cannot determine the vocabulary size of {type(model).__name__}")
-    return int(v)

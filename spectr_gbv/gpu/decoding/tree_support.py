@@ -36,7 +36,7 @@ import weakref
 
 import torch
 
-from spectr_gbv.gpu.decoding.cache import RowCache, model_forward
+from spectr_gbv.gpu.decoding.cache import RowCache, model_forward, model_vocab_size
 from spectr_gbv.gpu.decoding.tree import TokenTree
 
 #: Attention implementations that take a custom 4-D additive mask (transformers' names).
@@ -104,7 +104,6 @@ def _probe(model: torch.nn.Module) -> bool:
     impl = getattr(getattr(model, "config", None), "_attn_implementation", None)
     if impl is not None and impl not in TREE_ATTENTION_IMPLEMENTATIONS:
         return False
-    from spectr_gbv.gpu.decoding.draft_sources import model_vocab_size
 
     V = model_vocab_size(model)
     device = next(model.parameters()).device
