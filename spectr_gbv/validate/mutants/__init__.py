@@ -35,13 +35,16 @@ Arrays may be numpy arrays, nested sequences or torch tensors (converted on the 
 never imported here); float16/bfloat16/float32 rows are renormalised in float64 when their
 sum is within 1e-2 / 1e-2 / 1e-4 of 1.
 
-Modules: :mod:`~spectr_gbv.validate.mutants.law_bugs` (mutants 1-5, 9, 10: the acceptance rule
-and the laws fed to it, each with an exact ``outcome_law``),
+Modules: :mod:`~spectr_gbv.validate.mutants.acceptance_bugs` (mutants 1, 2, 9, 10: SD's
+accept/correct step rewritten) and :mod:`~spectr_gbv.validate.mutants.law_bugs` (mutants 3-5:
+correct SD fed the wrong laws), each with an exact ``outcome_law``;
 :mod:`~spectr_gbv.validate.mutants.uniform_bugs` (mutants 6, 7, 8, 11 and every chain
-mutant: uniforms, ids and degenerate residuals),
-:mod:`~spectr_gbv.validate.mutants.coverage_bugs` (the coverage mutants),
-:mod:`~spectr_gbv.validate.mutants.correct`
-(the correct verifiers) and ``_inputs`` (conversions, uniform sources, inverse-CDF draws).
+mutant: uniforms, ids and degenerate residuals);
+:mod:`~spectr_gbv.validate.mutants.coverage_bugs` (the multi-draft coverage mutants: many
+drafts, ratio ties) and :mod:`~spectr_gbv.validate.mutants.draw_bugs` (the single-draft
+coverage mutants: the emitted token's draw); :mod:`~spectr_gbv.validate.mutants.correct`
+(the correct verifiers) and ``_inputs`` (conversions, reference-layer calls, uniform sources,
+inverse-CDF draws).
 
 Examples
 --------
@@ -55,6 +58,12 @@ Examples
 from __future__ import annotations
 
 from spectr_gbv.validate.mutants._inputs import ChainVerifier, GenericVerifier
+from spectr_gbv.validate.mutants.acceptance_bugs import (
+    always_accept,
+    hardcoded_zero_uniform,
+    softmax_residual,
+    target_sample_or_ratio,
+)
 from spectr_gbv.validate.mutants.correct import (
     correct_bv,
     correct_bv_chain,
@@ -62,23 +71,13 @@ from spectr_gbv.validate.mutants.correct import (
     correct_sd,
     correct_sd_chain,
 )
-from spectr_gbv.validate.mutants.coverage_bugs import (
-    crashes_on_token_zero,
-    crashes_on_zero_residual,
-    multipath_tie_mismatch,
-    rrs_lagged_target,
-    rrs_two_residual_slots,
-    tiled_cdf_drops_carry,
-)
+from spectr_gbv.validate.mutants.coverage_bugs import multipath_tie_mismatch, rrs_lagged_target, rrs_two_residual_slots
+from spectr_gbv.validate.mutants.draw_bugs import crashes_on_token_zero, crashes_on_zero_residual, tiled_cdf_drops_carry
 from spectr_gbv.validate.mutants.law_bugs import (
     GREEDY_REPORT_EPS,
     REQUEST_TEMPERATURE,
     TOPK_KEPT_MASS,
-    always_accept,
     greedy_draft_softmax_q,
-    hardcoded_zero_uniform,
-    softmax_residual,
-    target_sample_or_ratio,
     temperature_draft_only,
     topk_draft_raw_q,
 )

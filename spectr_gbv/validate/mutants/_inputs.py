@@ -1,4 +1,4 @@
-"""Shared pieces of the planted bugs: input conversion, uniform sources, inverse-CDF draws, tags.
+"""Shared pieces of the planted bugs: input conversion, reference-layer calls, uniform sources, inverse-CDF draws.
 
 Private to :mod:`spectr_gbv.validate.mutants`. Arrays may be numpy arrays, nested sequences
 or torch tensors (converted on the CPU without importing torch); float16/bfloat16/float32 rows
@@ -12,6 +12,8 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
+
+from spectr_gbv.reference.base import VerifyInput, validate_inputs
 
 Law = dict[tuple[int, ...], Any]
 GenericVerifier = Callable[..., list[int]]
@@ -199,6 +201,46 @@ def _tag(
     fn.reference = reference  # type: ignore[attr-defined]
     if law is not None:
         fn.outcome_law = law  # type: ignore[attr-defined]
+
+
+# ============================================================================ reference-layer samplers
+#: Validated float64 inputs kept for reuse (a harness calls a verifier many times on few inputs).
+_CACHE_SIZE = 4096
+_VALIDATED: dict[tuple[Any, ...], VerifyInput] = {}
+
+
+def _validated(d: np.ndarray, q: np.ndarray, p: np.ndarray) -> VerifyInput:
+    """:func:`~spectr_gbv.reference.validate_inputs`, memoised on the bytes of float64 inputs."""
+    if q.dtype != np.float64 or p.dtype != np.float64:
+        return validate_inputs(d, q, p)
+    key = (d.shape, q.shape, d.tobytes(), q.tobytes(), p.tobytes())
+    hit = _VALIDATED.get(key)
+    if hit is None:
+        if len(_VALIDATED) >= _CACHE_SIZE:
+            _VALIDATED.clear()
+        hit = _VALIDATED[key] = validate_inputs(d, q, p)
+    return hit
+
+
+def _sample_validated(verifier: Any, draft_tokens: Any, draft_probs: Any, target_probs: Any, rng: Any) -> list[int]:
+    """One generic-interface call of a reference-layer verifier on memoised validated inputs."""
+    rng = _check_rng(rng)
+    batch = _validated(*_generic_arrays(draft_tokens, draft_probs, target_probs))
+    return [int(v) for v in verifier.sample_checked(batch, rng)]
+
+
+def _sample_inputs(verifier: Any, inputs: tuple[np.ndarray, ...], rng: np.random.Generator) -> list[int]:
+    """One call of a reference-layer verifier on already converted (and possibly transformed) inputs."""
+    return [int(v) for v in verifier.sample(*inputs, _check_rng(rng))]
+
+
+def _law_of(verifier: Any) -> Callable[..., Law]:
+    """The generic-interface ``outcome_law`` of a reference-layer verifier (its exact law)."""
+
+    def law(drafts: Any, draft_probs: Any, target_probs: Any) -> Law:
+        return verifier.outcome_law(*_generic_arrays(drafts, draft_probs, target_probs))
+
+    return law
 
 
 # ============================================================================ chain interface

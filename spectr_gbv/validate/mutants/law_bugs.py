@@ -1,8 +1,13 @@
-"""Planted bugs of the acceptance rule and of the laws fed to it (mutants 1-5, 9, 10).
+"""Planted bugs of the laws fed to the acceptance rule (mutants 3, 4, 5): correct SD on the wrong q or p.
 
-Each mutant is SD (:class:`~spectr_gbv.reference.SpeculativeDecodingVerifier`) written against
-the reference layer's chooser, or correct SD fed the inputs a buggy serving pipeline produces,
-so its ``outcome_law`` is the exact law of its sampler. See :mod:`spectr_gbv.validate.mutants`.
+Serving code that drafts greedily but reports the draft softmax (3), applies top-k to drafting
+but reports the raw draft law (4), or applies the request temperature to the draft but not to
+the target (5) runs a correct acceptance rule on laws that are not the ones the tokens were
+drawn from. Each mutant is modelled on the harness's inputs: it transforms ``draft_probs`` or
+``target_probs`` the way the buggy pipeline does and runs reference SD
+(:class:`~spectr_gbv.reference.SpeculativeDecodingVerifier`) on the result, so its
+``outcome_law`` is the exact law of reference SD on the transformed inputs. See
+:mod:`spectr_gbv.validate.mutants`.
 """
 
 from __future__ import annotations
@@ -12,10 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from spectr_gbv.reference.base import VerifyInput, residual_or_fallback
-from spectr_gbv.reference.choosers import Chooser, Emission
 from spectr_gbv.reference.sd import SpeculativeDecodingVerifier
-from spectr_gbv.validate.mutants._inputs import Law, _check_rng, _float_inputs, _generic_arrays, _tag
+from spectr_gbv.validate.mutants._inputs import Law, _generic_arrays, _sample_inputs, _tag
 
 #: Mixing weight of the uniform law in the softmax reported for a greedy draft (mutant 3).
 GREEDY_REPORT_EPS = Fraction(4, 5)
@@ -25,78 +28,7 @@ TOPK_KEPT_MASS = Fraction(1, 2)
 REQUEST_TEMPERATURE = 2
 
 
-# ============================================================================ chooser-based SD mutants
-class _AlwaysAcceptSD(SpeculativeDecodingVerifier):
-    """SD whose acceptance test always passes (ECOSYSTEM.md B1, B12)."""
-
-    name = "mutant_always_accept"
-    lossless = False
-
-    def run(self, batch: VerifyInput, prep: Any, chooser: Chooser) -> Emission:
-        """Accept all L tokens, then the bonus from ``p(.|x^L)``."""
-        return Emission(batch.draft(0), batch.target_probs[0, batch.L])
-
-
-class _SoftmaxResidualSD(SpeculativeDecodingVerifier):
-    """SD whose correction is ``softmax(max(p - q, 0))`` (ECOSYSTEM.md B1)."""
-
-    name = "mutant_softmax_residual"
-    lossless = False
-
-    def run(self, batch: VerifyInput, prep: Any, chooser: Chooser) -> Emission:
-        """SD, except the correction weights are ``exp`` of the residual (never zero)."""
-        x, p_rows, q_rows = batch.draft(0), batch.target_probs[0], batch.draft_probs[0]
-        for t in range(batch.L):
-            if not chooser.bernoulli(min(batch.one, p_rows[t, x[t]] / q_rows[t, x[t]])):
-                residual = np.maximum(np.asarray(p_rows[t] - q_rows[t], dtype=np.float64), 0.0)
-                return Emission(x[:t], np.exp(residual))
-        return Emission(x, p_rows[batch.L])
-
-
-class _TargetSampleOrRatioSD(SpeculativeDecodingVerifier):
-    """SD accepting when the target's own sample equals the draft OR the ratio test passes (B11)."""
-
-    name = "mutant_target_sample_or_ratio"
-    lossless = False
-
-    def run(self, batch: VerifyInput, prep: Any, chooser: Chooser) -> Emission:
-        """Per position: ``y ~ p``; accept if ``y == x`` else if ``u < p(x)/q(x)``; residual as SD."""
-        x, p_rows, q_rows = batch.draft(0), batch.target_probs[0], batch.draft_probs[0]
-        for t in range(batch.L):
-            if chooser.categorical(p_rows[t]) == x[t]:
-                continue
-            if not chooser.bernoulli(min(batch.one, p_rows[t, x[t]] / q_rows[t, x[t]])):
-                weights = np.maximum(p_rows[t] - q_rows[t], 0)
-                weights = residual_or_fallback(weights, p_rows[t], batch.exact, chooser.diagnostics, ("sd", t))
-                return Emission(x[:t], weights)
-        return Emission(x, p_rows[batch.L])
-
-
-class _ZeroUniformSD(SpeculativeDecodingVerifier):
-    """SD in log space with the coin hard-coded to 0: ``log p > log 0 + log q`` (B12)."""
-
-    name = "mutant_zero_uniform"
-    lossless = False
-
-    def run(self, batch: VerifyInput, prep: Any, chooser: Chooser) -> Emission:
-        """Accept every token with ``p(x) > 0`` (no coin is drawn); residual as SD."""
-        x, p_rows, q_rows = batch.draft(0), batch.target_probs[0], batch.draft_probs[0]
-        with np.errstate(divide="ignore"):
-            log_u = np.log(np.float64(0.0))
-            for t in range(batch.L):
-                if np.log(np.float64(p_rows[t, x[t]])) > log_u + np.log(np.float64(q_rows[t, x[t]])):
-                    continue
-                weights = np.maximum(p_rows[t] - q_rows[t], 0)
-                weights = residual_or_fallback(weights, p_rows[t], batch.exact, chooser.diagnostics, ("sd", t))
-                return Emission(x[:t], weights)
-        return Emission(x, p_rows[batch.L])
-
-
 _SD = SpeculativeDecodingVerifier()
-
-
-def _sample(verifier: Any, inputs: tuple[np.ndarray, ...], rng: np.random.Generator) -> list[int]:
-    return [int(v) for v in verifier.sample(*inputs, _check_rng(rng))]
 
 
 # ---------------------------------------------------------------------------- input transforms (3-5)
@@ -133,73 +65,6 @@ def _temperature_one_p(p: np.ndarray) -> np.ndarray:
 
 
 # ============================================================================ generic mutants
-def always_accept(draft_tokens: Any, draft_probs: Any, target_probs: Any, rng: np.random.Generator) -> list[int]:
-    """Mutant 1: SD whose acceptance test always passes; the output follows the draft law.
-
-    Public bug: ECOSYSTEM.md B1, huggingface/transformers PR #28508 (the first
-    ``_speculative_sampling`` accepted every draft token through a faulty ``n_matches``
-    test); the same symptom as B12 (acceptance rate 1.0).
-
-    Parameters
-    ----------
-    draft_tokens : array-like, int64 [K, L]
-        Drafted ids; only draft 0 is read.
-    draft_probs : array-like, float [K, L, V]
-        ``q(. | X^(k)_{1:t})``, the law each drafted token was drawn from (ignored here).
-    target_probs : array-like, float [K, L+1, V]
-        ``p(. | X^(k)_{1:t})``, row L is the bonus position.
-    rng : numpy.random.Generator
-        Source of the uniforms.
-
-    Returns
-    -------
-    list of int
-        ``x_1..x_L`` then a bonus token from ``p(. | x^L)``: always L + 1 tokens.
-
-    Raises
-    ------
-    ValueError
-        Bad shapes or values (the reference input checks), or ``rng`` not a Generator.
-
-    Attributes
-    ----------
-    bug = "not_lossless"; outcome_law: exact law of this sampler.
-    """
-    return _sample(_ALWAYS_ACCEPT, _generic_arrays(draft_tokens, draft_probs, target_probs), rng)
-
-
-def softmax_residual(draft_tokens: Any, draft_probs: Any, target_probs: Any, rng: np.random.Generator) -> list[int]:
-    """Mutant 2: SD drawing the correction from ``softmax(max(p - q, 0))`` instead of normalising it.
-
-    Every token gets correction mass, including tokens whose residual (even whose target
-    probability) is 0. Trigger of the report: V = 2, q = [0.9, 0.1], p = [0.1, 0.9], draft 0:
-    the residual [0, 0.8] must give token 1, the softmax gives token 0 about 31 % of the time.
-
-    Public bug: ECOSYSTEM.md B1, huggingface/transformers PR #28508.
-
-    Parameters
-    ----------
-    draft_tokens, draft_probs, target_probs, rng
-        As :func:`always_accept` (draft 0 is verified).
-
-    Returns
-    -------
-    list of int
-        Accepted prefix plus one token.
-
-    Raises
-    ------
-    ValueError
-        As :func:`always_accept`.
-
-    Attributes
-    ----------
-    bug = "wrong_residual"; outcome_law: exact law of this sampler (float64 values).
-    """
-    inputs = _float_inputs(*_generic_arrays(draft_tokens, draft_probs, target_probs))
-    return _sample(_SOFTMAX_RESIDUAL, inputs, rng)
-
-
 def greedy_draft_softmax_q(
     draft_tokens: Any, draft_probs: Any, target_probs: Any, rng: np.random.Generator
 ) -> list[int]:
@@ -219,7 +84,7 @@ def greedy_draft_softmax_q(
     Parameters
     ----------
     draft_tokens, draft_probs, target_probs, rng
-        As :func:`always_accept`.
+        As :func:`~spectr_gbv.validate.mutants.always_accept`.
 
     Returns
     -------
@@ -228,14 +93,14 @@ def greedy_draft_softmax_q(
     Raises
     ------
     ValueError
-        As :func:`always_accept`.
+        As :func:`~spectr_gbv.validate.mutants.always_accept`.
 
     Attributes
     ----------
     bug = "not_lossless"; outcome_law: exact (reference SD on the transformed inputs).
     """
     d, q, p = _generic_arrays(draft_tokens, draft_probs, target_probs)
-    return _sample(_SD, (d, _greedy_reported_q(q), p), rng)
+    return _sample_inputs(_SD, (d, _greedy_reported_q(q), p), rng)
 
 
 def topk_draft_raw_q(draft_tokens: Any, draft_probs: Any, target_probs: Any, rng: np.random.Generator) -> list[int]:
@@ -254,7 +119,7 @@ def topk_draft_raw_q(draft_tokens: Any, draft_probs: Any, target_probs: Any, rng
     Parameters
     ----------
     draft_tokens, draft_probs, target_probs, rng
-        As :func:`always_accept`.
+        As :func:`~spectr_gbv.validate.mutants.always_accept`.
 
     Returns
     -------
@@ -263,14 +128,14 @@ def topk_draft_raw_q(draft_tokens: Any, draft_probs: Any, target_probs: Any, rng
     Raises
     ------
     ValueError
-        As :func:`always_accept`.
+        As :func:`~spectr_gbv.validate.mutants.always_accept`.
 
     Attributes
     ----------
     bug = "not_lossless"; outcome_law: exact (reference SD on the transformed inputs).
     """
     d, q, p = _generic_arrays(draft_tokens, draft_probs, target_probs)
-    return _sample(_SD, (d, _topk_raw_q(q), p), rng)
+    return _sample_inputs(_SD, (d, _topk_raw_q(q), p), rng)
 
 
 def temperature_draft_only(
@@ -289,7 +154,7 @@ def temperature_draft_only(
     Parameters
     ----------
     draft_tokens, draft_probs, target_probs, rng
-        As :func:`always_accept`.
+        As :func:`~spectr_gbv.validate.mutants.always_accept`.
 
     Returns
     -------
@@ -298,91 +163,17 @@ def temperature_draft_only(
     Raises
     ------
     ValueError
-        As :func:`always_accept`.
+        As :func:`~spectr_gbv.validate.mutants.always_accept`.
 
     Attributes
     ----------
     bug = "not_lossless"; outcome_law: exact (reference SD on the transformed inputs).
     """
     d, q, p = _generic_arrays(draft_tokens, draft_probs, target_probs)
-    return _sample(_SD, (d, q, _temperature_one_p(p)), rng)
-
-
-def target_sample_or_ratio(
-    draft_tokens: Any, draft_probs: Any, target_probs: Any, rng: np.random.Generator
-) -> list[int]:
-    """Mutant 9: acceptance = "equals the target's own sample" OR the ratio test.
-
-    At each position the target samples ``y ~ p``; the draft token is accepted when ``y == x``
-    or ``u < p(x)/q(x)``; on rejection the correction is the SD residual. Acceptance is
-    inflated (``1 - (1 - p(x))(1 - min(1, p(x)/q(x)))`` instead of ``min(1, p(x)/q(x))``), so
-    draft tokens are over-represented.
-
-    Public bug: ECOSYSTEM.md B11, alibaba/rtp-llm PR #1295.
-
-    Parameters
-    ----------
-    draft_tokens, draft_probs, target_probs, rng
-        As :func:`always_accept`.
-
-    Returns
-    -------
-    list of int
-
-    Raises
-    ------
-    ValueError
-        As :func:`always_accept`.
-
-    Attributes
-    ----------
-    bug = "not_lossless"; outcome_law: exact law of this sampler.
-    """
-    return _sample(_TARGET_SAMPLE_OR_RATIO, _generic_arrays(draft_tokens, draft_probs, target_probs), rng)
-
-
-def hardcoded_zero_uniform(
-    draft_tokens: Any, draft_probs: Any, target_probs: Any, rng: np.random.Generator
-) -> list[int]:
-    """Mutant 10: the acceptance uniform hard-coded to 0 (log-space test ``log p > log u + log q``).
-
-    With ``u = 0`` the right side is ``-inf``: every drafted token of positive target
-    probability is accepted, so the acceptance rate is 1 on dense instances, E[tau] = L, above
-    the best lossless value OPT(K). A token with ``p(x) = 0`` is still rejected (its
-    correction is the SD residual, drawn with a real uniform).
-
-    Public bug: ECOSYSTEM.md B12, vllm-project/vllm-ascend #13730 -> PR #13766 / PR #13470.
-
-    Parameters
-    ----------
-    draft_tokens, draft_probs, target_probs, rng
-        As :func:`always_accept`.
-
-    Returns
-    -------
-    list of int
-
-    Raises
-    ------
-    ValueError
-        As :func:`always_accept`.
-
-    Attributes
-    ----------
-    bug = "efficiency_above_optimum"; outcome_law: exact law of this sampler.
-    """
-    return _sample(_ZERO_UNIFORM, _generic_arrays(draft_tokens, draft_probs, target_probs), rng)
+    return _sample_inputs(_SD, (d, q, _temperature_one_p(p)), rng)
 
 
 # ---------------------------------------------------------------------------- exact laws of the mutants
-def _law_always_accept(drafts: Any, draft_probs: Any, target_probs: Any) -> Law:
-    return _ALWAYS_ACCEPT.outcome_law(*_generic_arrays(drafts, draft_probs, target_probs))
-
-
-def _law_softmax_residual(drafts: Any, draft_probs: Any, target_probs: Any) -> Law:
-    return _SOFTMAX_RESIDUAL.outcome_law(*_float_inputs(*_generic_arrays(drafts, draft_probs, target_probs)))
-
-
 def _law_greedy(drafts: Any, draft_probs: Any, target_probs: Any) -> Law:
     d, q, p = _generic_arrays(drafts, draft_probs, target_probs)
     return _SD.outcome_law(d, _greedy_reported_q(q), p)
@@ -398,23 +189,6 @@ def _law_temperature(drafts: Any, draft_probs: Any, target_probs: Any) -> Law:
     return _SD.outcome_law(d, q, _temperature_one_p(p))
 
 
-def _law_union(drafts: Any, draft_probs: Any, target_probs: Any) -> Law:
-    return _TARGET_SAMPLE_OR_RATIO.outcome_law(*_generic_arrays(drafts, draft_probs, target_probs))
-
-
-def _law_zero_uniform(drafts: Any, draft_probs: Any, target_probs: Any) -> Law:
-    return _ZERO_UNIFORM.outcome_law(*_generic_arrays(drafts, draft_probs, target_probs))
-
-
-_ALWAYS_ACCEPT = _AlwaysAcceptSD()
-_SOFTMAX_RESIDUAL = _SoftmaxResidualSD()
-_TARGET_SAMPLE_OR_RATIO = _TargetSampleOrRatioSD()
-_ZERO_UNIFORM = _ZeroUniformSD()
-
-_tag(always_accept, "not_lossless", "generic", "sd", _law_always_accept)
-_tag(softmax_residual, "wrong_residual", "generic", "sd", _law_softmax_residual)
 _tag(greedy_draft_softmax_q, "not_lossless", "generic", "sd", _law_greedy)
 _tag(topk_draft_raw_q, "not_lossless", "generic", "sd", _law_topk)
 _tag(temperature_draft_only, "not_lossless", "generic", "sd", _law_temperature)
-_tag(target_sample_or_ratio, "not_lossless", "generic", "sd", _law_union)
-_tag(hardcoded_zero_uniform, "efficiency_above_optimum", "generic", "sd", _law_zero_uniform)

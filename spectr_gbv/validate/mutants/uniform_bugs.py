@@ -22,7 +22,7 @@ from spectr_gbv.validate.mutants._inputs import (
     _tag,
     _Uniforms,
 )
-from spectr_gbv.validate.mutants.law_bugs import always_accept, hardcoded_zero_uniform
+from spectr_gbv.validate.mutants.acceptance_bugs import always_accept, hardcoded_zero_uniform
 
 
 def _zero_residual_row(x: np.ndarray, q: np.ndarray, p: np.ndarray, u: _Uniforms) -> list[int]:

@@ -24,7 +24,7 @@ from spectr_gbv.validate import validate
 from spectr_gbv.validate.adversarial import sizes as search_sizes_mod
 from spectr_gbv.validate.battery import default_battery
 from spectr_gbv.validate.battery.rows import DEEP_RESIDUAL_ROW
-from spectr_gbv.validate.mutants import coverage_bugs, law_bugs
+from spectr_gbv.validate.mutants import draw_bugs, law_bugs
 from spectr_gbv.validate.probes.input_probes import generator_with_first_uniform
 
 VOCABULARY = {
@@ -478,9 +478,9 @@ def test_tiled_cdf_drops_carry_is_lossless_up_to_five_tokens() -> None:
     for V in range(1, 6):  # one tile, or a second tile of one entry (the fallback gives it back)
         for _ in range(5):
             w = np.array([F(int(k)) for k in rng.integers(0, 5, V)] + [F(1)], dtype=object)[-V:]
-            assert coverage_bugs.tiled_scan_law(w).tolist() == w.tolist()
+            assert draw_bugs.tiled_scan_law(w).tolist() == w.tolist()
     row = np.array([F(1, 6)] * 6, dtype=object)
-    assert coverage_bugs.tiled_scan_law(row).tolist() == [F(1, 6)] * 4 + [0, F(1, 3)]
+    assert draw_bugs.tiled_scan_law(row).tolist() == [F(1, 6)] * 4 + [0, F(1, 3)]
     assert defect(M.tiled_cdf_drops_carry, SIX, 1) == F(1, 6)
     for seed in range(3):
         assert defect(M.tiled_cdf_drops_carry, random_instance(5, 1, seed), 2) == 0
