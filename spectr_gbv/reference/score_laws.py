@@ -171,17 +171,6 @@ def split_law(law: ScoreLaw, share: Fraction, slices: Sequence[tuple[Fraction, F
     return scaled(measure, 1 / total)
 
 
-def cdf(law: ScoreLaw, s: Fraction) -> Fraction:
-    """The law's CDF at ``s``: the mass of its scores below ``s`` (exact; a measure's mass below ``s``)."""
-    out = Fraction(0)
-    for lo, hi, m in law:
-        if hi <= s:
-            out += m
-        elif lo < s:
-            out += m * (s - lo) / (hi - lo)
-    return out
-
-
 def _cdf_on(law: ScoreLaw, points: Sequence[Fraction]) -> list[Fraction]:
     """The law's CDF at sorted ``points`` that include all its breakpoints (one merge pass)."""
     out, below, j = [], Fraction(0), 0
@@ -203,6 +192,20 @@ def _densities_on(law: ScoreLaw, points: Sequence[Fraction]) -> list[Fraction]:
         inside = j < len(law) and law[j][0] <= a and b <= law[j][1]
         out.append(law[j][2] / (law[j][1] - law[j][0]) if inside else Fraction(0))
     return out
+
+
+def _times_linear(poly: list[Fraction], c0: Fraction, c1: Fraction) -> list[Fraction]:
+    """``poly`` (coefficients in u, lowest first) times ``c0 + c1 u``."""
+    out = [Fraction(0)] * (len(poly) + 1)
+    for e, c in enumerate(poly):
+        out[e] += c * c0
+        out[e + 1] += c * c1
+    return out
+
+
+def _integral(poly: list[Fraction], width: Fraction) -> Fraction:
+    """The integral of ``poly`` (coefficients in u) over u in [0, width]."""
+    return sum((c * width ** (e + 1) / (e + 1) for e, c in enumerate(poly)), Fraction(0))
 
 
 def win_probabilities(laws: Sequence[ScoreLaw]) -> list[Fraction]:
@@ -228,20 +231,57 @@ def win_probabilities(laws: Sequence[ScoreLaw]) -> list[Fraction]:
     denss = [_densities_on(law, points) for law in laws]
     out = [Fraction(0)] * len(laws)
     for i, (a, b) in enumerate(zip(points, points[1:], strict=False)):
-        width = b - a
         for k in range(len(laws)):
             if denss[k][i] == 0:
                 continue
             poly = [Fraction(1)]  # coefficients in u = s - a
             for j in range(len(laws)):
                 if j != k:
-                    nxt = [Fraction(0)] * (len(poly) + 1)
-                    for e, c in enumerate(poly):
-                        nxt[e] += c * cdfs[j][i]
-                        nxt[e + 1] += c * denss[j][i]
-                    poly = nxt
-            out[k] += denss[k][i] * sum((c * width ** (e + 1) / (e + 1) for e, c in enumerate(poly)), Fraction(0))
+                    poly = _times_linear(poly, cdfs[j][i], denss[j][i])
+            out[k] += denss[k][i] * _integral(poly, b - a)
     return out
+
+
+def race_integral(density: ScoreLaw, cdfs: Sequence[ScoreLaw], power: int) -> Fraction:
+    r""":math:`\int g(s) \prod_i F_i(s)\, s^m\, ds` exactly, for a density g and CDFs :math:`F_i` of score laws.
+
+    With ``cdfs`` the other drafts' laws and ``power`` 0 it is the win probability of the draft
+    whose law is g (:func:`win_probabilities`); each draft marginalised over q contributes a
+    factor s instead (its score is uniform). On each elementary segment of the union of the
+    breakpoints g is constant and every :math:`F_i` linear, so the integrand is a polynomial,
+    integrated exactly.
+
+    Parameters
+    ----------
+    density : ScoreLaw
+        g: a law (or measure) whose density is integrated against.
+    cdfs : sequence of ScoreLaw
+        The laws whose CDFs multiply the integrand.
+    power : int
+        m >= 0.
+
+    Returns
+    -------
+    Fraction
+
+    References
+    ----------
+    This project, issue 34 (docs/near_opt_bv.md, "Second chances and the real pair").
+    """
+    points = sorted({p for law in (density, *cdfs) for lo, hi, _ in law for p in (lo, hi)})
+    dens = _densities_on(density, points)
+    factors = [(_cdf_on(law, points), _densities_on(law, points)) for law in cdfs]
+    total = Fraction(0)
+    for i, (a, b) in enumerate(zip(points, points[1:], strict=False)):
+        if dens[i] == 0:
+            continue
+        poly = [dens[i]]  # coefficients in u = s - a
+        for cdf_at, dens_on in factors:
+            poly = _times_linear(poly, cdf_at[i], dens_on[i])
+        for _ in range(power):
+            poly = _times_linear(poly, a, Fraction(1))  # s = a + u
+        total += _integral(poly, b - a)
+    return total
 
 
 __all__ = [
@@ -249,8 +289,8 @@ __all__ = [
     "ScoreCoverage",
     "ScoreLaw",
     "add_measures",
-    "cdf",
     "moment",
+    "race_integral",
     "scaled",
     "split_law",
     "top_slice",

@@ -23,9 +23,10 @@ blocks known) and before ``m`` others, has the block law
 
 (F the CDFs; a loser not yet read scores below s with probability s, the scores being uniform),
 and its next-token rows are the ratios of such integrals with :math:`F_{uv}` and :math:`F_u`
-(:func:`loser_rows`). On each elementary segment of the breakpoints the integrand is a polynomial,
-so every row is exact in rationals (:func:`race_integral`), and each row reads only the rows of
-the drafted prefixes (every :math:`F_{uv}` is the CDF of
+(:func:`loser_rows`). On each elementary segment of the breakpoints the integrand is a
+polynomial, so every row is exact in rationals
+(:func:`~spectr_gbv.reference.score_laws.race_integral`), and each row reads only the rows of the
+drafted prefixes (every :math:`F_{uv}` is the CDF of
 :func:`~spectr_gbv.reference.near_opt_bv.child_law`).
 
 **Lossless.** Block verification of the winner is lossless with draft law r, so (P, R) is
@@ -62,7 +63,6 @@ integrals of O(K) factors over the segments of their breakpoints.
 from __future__ import annotations
 
 from fractions import Fraction
-from math import comb
 from typing import Any
 
 import numpy as np
@@ -71,57 +71,7 @@ from spectr_gbv.reference.base import VerifyInput
 from spectr_gbv.reference.choosers import Chooser, Emission
 from spectr_gbv.reference.kernels import block_verify
 from spectr_gbv.reference.near_opt_bv import NearOptBlockVerifier, ScoreNode, child_law, exact_row, score_tree
-from spectr_gbv.reference.score_laws import ScoreLaw, cdf, win_probabilities
-
-
-def _poly_mul(a: list[Fraction], b: list[Fraction]) -> list[Fraction]:
-    out = [Fraction(0)] * (len(a) + len(b) - 1)
-    for i, x in enumerate(a):
-        for j, y in enumerate(b):
-            out[i + j] += x * y
-    return out
-
-
-def race_integral(density: ScoreLaw, cdfs: list[ScoreLaw], power: int) -> Fraction:
-    r""":math:`\int g(s) \prod_i F_i(s)\, s^m\, ds` exactly, for a density g and CDFs :math:`F_i` of score laws.
-
-    On each elementary segment [a, b] of the union of the laws' breakpoints g is constant and
-    every :math:`F_i` linear, so the integrand is a polynomial in s - a, integrated exactly.
-
-    Parameters
-    ----------
-    density : ScoreLaw
-        g: a law (or measure) whose density is integrated against.
-    cdfs : list of ScoreLaw
-        The laws whose CDFs multiply the integrand.
-    power : int
-        m >= 0.
-
-    Returns
-    -------
-    Fraction
-    """
-    points = sorted({x for law in (density, *cdfs) for lo, hi, _ in law for x in (lo, hi)})
-    total = Fraction(0)
-    for a, b in zip(points, points[1:], strict=False):
-        g = _density(density, a, b)
-        if g == 0:
-            continue
-        poly = [g]
-        for law in cdfs:
-            poly = _poly_mul(poly, [cdf(law, a), _density(law, a, b)])
-        poly = _poly_mul(poly, [Fraction(comb(power, e)) * a ** (power - e) for e in range(power + 1)])  # (a + u)^m
-        width = b - a
-        total += sum((c * width ** (e + 1) / (e + 1) for e, c in enumerate(poly)), Fraction(0))
-    return total
-
-
-def _density(law: ScoreLaw, a: Fraction, b: Fraction) -> Fraction:
-    """The density of ``law`` on [a, b], inside one elementary segment of its breakpoints."""
-    for lo, hi, m in law:
-        if lo <= a and b <= hi:
-            return m / (hi - lo)
-    return Fraction(0)
+from spectr_gbv.reference.score_laws import ScoreLaw, race_integral, win_probabilities
 
 
 def loser_rows(
@@ -226,4 +176,4 @@ class SecondChanceNearOptVerifier(NearOptBlockVerifier):
         return Emission(prefix, law)
 
 
-__all__ = ["SecondChanceNearOptVerifier", "loser_rows", "race_integral"]
+__all__ = ["SecondChanceNearOptVerifier", "loser_rows"]

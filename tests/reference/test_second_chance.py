@@ -21,8 +21,8 @@ from spectr_gbv.core.instance import default_instance, random_instance
 from spectr_gbv.reference import get_verifier, iteration_inputs
 from spectr_gbv.reference.base import VerifyInput
 from spectr_gbv.reference.near_opt_bv import NearOptBlockVerifier, child_law, score_tree
-from spectr_gbv.reference.score_laws import UNIFORM, win_probabilities
-from spectr_gbv.reference.second_chance import SecondChanceNearOptVerifier, loser_rows, race_integral
+from spectr_gbv.reference.score_laws import UNIFORM, race_integral, win_probabilities
+from spectr_gbv.reference.second_chance import SecondChanceNearOptVerifier, loser_rows
 from spectr_gbv.simulate.exact import simulate_exact
 from spectr_gbv.theory.bounds import l1_optimum
 
