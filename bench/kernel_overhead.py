@@ -68,9 +68,9 @@ def timed(fn: object, device: torch.device, repeats: int) -> float:
     for _ in range(3):
         t0 = time.perf_counter()
         fn()
-        first = time.perf_counter() - t0
-        if first > SLOW_CALL_S:
-            repeats = max(1, min(repeats, int(SLOW_BUDGET_S / first)))
+        took = time.perf_counter() - t0
+        if took > SLOW_CALL_S:
+            repeats = max(1, min(repeats, int(SLOW_BUDGET_S / took)))
             break
     times = []
     for _ in range(repeats):

@@ -322,6 +322,20 @@ def _check_score_options(priority: str, weighting: str, split: str, selection: s
         )
 
 
+def check_mix(mix: Fraction, split: str) -> None:
+    """Validate :func:`score_tree`'s proportional share ``mix``.
+
+    Raises
+    ------
+    ValueError
+        ``mix`` outside [0, 1], or ``mix > 0`` with a ``split`` other than ``"orders"``.
+    """
+    if not 0 <= mix <= 1:
+        raise ValueError(f"mix must be in [0, 1], got {mix}")
+    if mix and split != "orders":
+        raise ValueError(f"mix > 0 needs split='orders', got split={split!r}")
+
+
 def score_tree(
     batch: VerifyInput,
     priority: str = "hedge",
@@ -360,10 +374,11 @@ def score_tree(
     ------
     ValueError
         ``weighting`` not in :data:`WEIGHTINGS`, ``split`` not in :data:`SPLITS`, ``priority``
-        not in :data:`~spectr_gbv.reference.coverage.PRIORITIES`, or ``"lex"`` with the
-        proportional split.
+        not in :data:`~spectr_gbv.reference.coverage.PRIORITIES`, ``"lex"`` with the
+        proportional split, or a bad ``mix`` (:func:`check_mix`).
     """
     _check_score_options(priority, weighting, split)
+    check_mix(mix, split)
     nodes: dict[tuple[int, ...], ScoreNode] = {}
     rows: dict[tuple[int, ...], tuple[tuple[Fraction, ...], tuple[Fraction, ...]]] = {}
     laws: dict[tuple[int, ...], tuple[ScoreLaw, Fraction]] = {(): (UNIFORM, Fraction(1))}
@@ -510,6 +525,7 @@ __all__ = [
     "PathNode",
     "ScoreNode",
     "child_counts",
+    "check_mix",
     "child_law",
     "exact_row",
     "path_rules",

@@ -70,7 +70,14 @@ import numpy as np
 from spectr_gbv.reference.base import VerifyInput
 from spectr_gbv.reference.choosers import Chooser, Emission
 from spectr_gbv.reference.kernels import block_verify
-from spectr_gbv.reference.near_opt_bv import NearOptBlockVerifier, ScoreNode, child_law, exact_row, score_tree
+from spectr_gbv.reference.near_opt_bv import (
+    NearOptBlockVerifier,
+    ScoreNode,
+    check_mix,
+    child_law,
+    exact_row,
+    score_tree,
+)
 from spectr_gbv.reference.score_laws import ScoreLaw, race_integral, win_probabilities
 
 
@@ -139,10 +146,7 @@ class SecondChanceNearOptVerifier(NearOptBlockVerifier):
         self, priority: str | None = None, weighting: str = "bv", split: str = "orders", mix: Fraction = Fraction(0)
     ) -> None:
         super().__init__(priority, weighting, "score", split)
-        if not 0 <= mix <= 1:
-            raise ValueError(f"mix must be in [0, 1], got {mix}")
-        if mix and split != "orders":
-            raise ValueError(f"mix > 0 needs split='orders', got split={split!r}")
+        check_mix(Fraction(mix), split)
         self.mix = Fraction(mix)
 
     def run(self, batch: VerifyInput, prep: Any, chooser: Chooser) -> Emission:

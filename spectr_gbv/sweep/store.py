@@ -118,13 +118,10 @@ def _publish(directory: Path, name: str, write: Callable[[Path], None]) -> Path:
     raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
 
-def _read_layout2(path: Path) -> dict[str, Any]:
-    """The provenance JSON of a :data:`PROVENANCE` file; ValueError when it is not one."""
-    import pyarrow.parquet as pq
-
+def _load_provenance(path: Path, load: Callable[[], Any]) -> dict[str, Any]:
+    """``load()``, checked to be a provenance record (a dict with a list of grids); ValueError otherwise."""
     try:
-        metadata = pq.read_schema(path).metadata or {}
-        data = json.loads(metadata[METADATA_KEY.encode()])
+        data = load()
         if not isinstance(data, dict) or not isinstance(data["grids"], list):
             raise TypeError("grids")
     except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -132,15 +129,16 @@ def _read_layout2(path: Path) -> dict[str, Any]:
     return data
 
 
+def _read_layout2(path: Path) -> dict[str, Any]:
+    """The provenance JSON of a :data:`PROVENANCE` file; ValueError when it is not one."""
+    import pyarrow.parquet as pq
+
+    return _load_provenance(path, lambda: json.loads((pq.read_schema(path).metadata or {})[METADATA_KEY.encode()]))
+
+
 def _read_layout1(path: Path) -> dict[str, Any]:
     """The provenance of a layout-1 ``sweep.json``; ValueError when it is not one."""
-    try:
-        data = json.loads(path.read_text())
-        if not isinstance(data, dict) or not isinstance(data["grids"], list):
-            raise TypeError("grids")
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ValueError(f"out: {str(path)!r} is not a sweep provenance file") from exc
-    return {**data, "layout": 1}
+    return {**_load_provenance(path, lambda: json.loads(path.read_text())), "layout": 1}
 
 
 def read_provenance(directory: str | Path) -> dict[str, Any] | None:

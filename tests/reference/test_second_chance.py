@@ -120,3 +120,5 @@ def test_bad_options():
         SecondChanceNearOptVerifier(mix=F(3, 2))
     with pytest.raises(ValueError, match="needs split='orders'"):
         SecondChanceNearOptVerifier(split="rule", mix=F(1, 2))
+    with pytest.raises(ValueError, match="needs split='orders'"):  # score_tree itself never ignores a share
+        score_tree(_batch(default_instance(), [[0, 1], [1, 1]]), priority="ratio", split="proportional", mix=F(1, 4))
