@@ -1,6 +1,11 @@
 """``spectr-gbv sweep``: run a declared grid on Ray into a Parquet dataset; ``sweep summarize DIR``: report on it.
 
 ``sweep bench``: the real-model bench grid on Ray, one configuration per task (:mod:`spectr_gbv.sweep.bench`).
+``sweep verify DIR``: every part of a dataset read back and checked (:func:`spectr_gbv.sweep.parts.verify_folder`).
+
+Exit statuses of the run forms: 0 done; 1 a task failed or a row of the grid carries an error;
+2 a usage or input error, one line (a bad grid, broken instance files, a locked, unwritable or
+damaged folder, an unreachable ``--address``); 130 interrupted (Ctrl-C), one line.
 
 Argument parsing only: the grid, the runner and the summary live in :mod:`spectr_gbv.sweep`
 and are imported inside the handlers, so ``--help`` imports neither numpy nor ray.
@@ -15,9 +20,37 @@ from typing import Any
 
 from spectr_gbv.cli.common import UsageError, print_json
 
+#: Exit status of a sweep stopped by Ctrl-C (128 + SIGINT, as shells report it).
+EXIT_INTERRUPTED = 130
+
+
+def _run_guarded(args: argparse.Namespace, label: str, call: Any) -> Any:
+    """``call()``, with the sweep's errors as one-line usage errors and Ctrl-C as one line.
+
+    Returns the call's result, or :data:`EXIT_INTERRUPTED` (an int) after Ctrl-C, whose line
+    (``spectr-gbv LABEL: interrupted; N rows stored, rerun the same command to resume``) is
+    printed here.
+    """
+    from spectr_gbv.sweep.runner import SweepInterrupted
+
+    try:
+        return call()
+    except (ImportError, ValueError, OSError) as exc:  # OSError: SweepWriteError (read-only folder, disk full)
+        raise UsageError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from exc
+    except SweepInterrupted as exc:
+        print(f"spectr-gbv {label}: {exc}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except KeyboardInterrupt:
+        print(f"spectr-gbv {label}: interrupted; 0 rows stored, rerun the same command to resume", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
 
 def run(args: argparse.Namespace) -> int:
-    """Execute ``sweep`` (the run form); returns 0, or 1 when a task failed after its retries."""
+    """Execute ``sweep`` (the run form).
+
+    Returns 0; 1 when a task failed after its retries or a row of the grid carries an error;
+    2 for a usage or input error (printed as one line); 130 after Ctrl-C.
+    """
     from spectr_gbv.sweep.grid import grid_from_args, load_grid_toml
 
     if not args.out:
@@ -37,12 +70,18 @@ def run(args: argparse.Namespace) -> int:
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
-    from spectr_gbv.sweep.runner import run_sweep
-
     try:
-        result = run_sweep(grid, args.out, address=args.address, num_cpus=args.num_cpus, show_progress=not args.quiet)
-    except (ImportError, ValueError) as exc:
+        from spectr_gbv.sweep.runner import run_sweep
+    except ImportError as exc:
         raise UsageError(str(exc).splitlines()[0]) from exc
+
+    result = _run_guarded(
+        args,
+        "sweep",
+        lambda: run_sweep(grid, args.out, address=args.address, num_cpus=args.num_cpus, show_progress=not args.quiet),
+    )
+    if isinstance(result, int):
+        return result
     return _finish(args, result, f"Sweep of {result.tasks_total} instances: {result.tasks_done} tasks done")
 
 
@@ -63,17 +102,24 @@ def _warn_foreign(directory: Any, quiet: bool) -> None:
 
 
 def _finish(args: argparse.Namespace, result: Any, head: str) -> int:
-    """Print a sweep result (JSON with ``--json``, else one line after ``head``); exit 1 if tasks failed."""
+    """Print a sweep result (JSON with ``--json``, else one line after ``head``).
+
+    Returns 1 when a task failed or a row of the grid carries an error (each counted in the
+    line), else 0.
+    """
     _warn_foreign(result.out, args.quiet)
     if args.json:
         print_json(dataclasses.asdict(result))
     else:
+        errors = result.rows_with_errors
         print(
             f"{head}, {result.tasks_skipped} skipped (already stored), {result.tasks_failed} failed; "
             f"{result.rows_written} rows written in {result.seconds:.1f} s to {result.out}"
-            + (" (rerun the same command to retry the failed tasks)." if result.tasks_failed else ".")
+            + (" (rerun the same command to retry the failed tasks)" if result.tasks_failed else "")
+            + (f"; {errors} rows of the grid carry an error (see the 'error' column)" if errors else "")
+            + "."
         )
-    return 1 if result.tasks_failed else 0
+    return 1 if result.tasks_failed or result.rows_with_errors else 0
 
 
 def run_summarize(args: argparse.Namespace) -> int:
@@ -85,7 +131,7 @@ def run_summarize(args: argparse.Namespace) -> int:
     out = args.summary_out or default_summary_dir(args.directory)
     try:
         summary = summarize(args.directory, out, baseline=args.baseline, plots=not args.no_plots)
-    except ValueError as exc:
+    except (ValueError, OSError) as exc:  # a damaged, foreign or corrupt part is named by the message
         raise UsageError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from exc
     if not args.quiet:
         print(f"spectr-gbv sweep summarize: summary files written to {out}", file=sys.stderr)
@@ -95,6 +141,36 @@ def run_summarize(args: argparse.Namespace) -> int:
     else:
         print(summary.to_markdown())
     return 0
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    """Execute ``sweep verify DIR``: read every part, check its schema and content hash.
+
+    Returns 0 when every part is whole, 1 when a part is damaged, foreign or corrupt (each named on
+    its own stdout line), 2 for a usage error (no such folder, no pyarrow).
+    """
+    try:
+        from spectr_gbv.sweep.parts import verify_folder
+
+        report = verify_folder(args.directory)
+    except (ImportError, ValueError) as exc:
+        raise UsageError(str(exc).splitlines()[0]) from exc
+    if args.json:
+        data = dataclasses.asdict(dataclasses.replace(report, bad=()))
+        print_json({**data, "directory": str(args.directory), "bad": [str(e) for e in report.bad]})
+        return 1 if report.bad else 0
+    for err in report.bad:
+        print(f"BAD {err}")
+    notes = [f"{report.unhashed} parts written before content hashes (read unchecked)"] if report.unhashed else []
+    if report.duplicates:
+        notes.append(f"{report.duplicates} rows repeat a stored key (readers that do not deduplicate see them twice)")
+    verdict = f"{len(report.bad)} bad parts" if report.bad else "every part whole (schema and content hash match)"
+    print(
+        f"{args.directory}: {report.parts} parts, {report.rows} rows in the good ones; {verdict}"
+        + "".join(f"; {n}" for n in notes)
+        + "."
+    )
+    return 1 if report.bad else 0
 
 
 def run_bench(args: argparse.Namespace) -> int:
@@ -117,12 +193,15 @@ def run_bench(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise UsageError(f"{option} {exc}") from exc
     sweep = BenchSweep(config, args.models or SHIPPED_MODELS, args.prompt_loader, args.cache_dir)
-    try:
-        result = run_bench_sweep(
+    result = _run_guarded(
+        args,
+        "sweep bench",
+        lambda: run_bench_sweep(
             sweep, args.out, address=args.address, num_cpus=args.num_cpus, show_progress=not args.quiet
-        )
-    except (ImportError, ValueError) as exc:
-        raise UsageError(str(exc).splitlines()[0]) from exc
+        ),
+    )
+    if isinstance(result, int):
+        return result
     return _finish(args, result, f"Bench sweep of {result.tasks_total} configurations: {result.tasks_done} done")
 
 
@@ -170,7 +249,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description=(
             "Run a declared grid (a TOML file or the flags below) on Ray, one task per instance, into a "
             "Parquet dataset (one row per instance, method and K). A rerun skips the rows already stored. "
-            "'spectr-gbv sweep summarize DIR' reports on a dataset."
+            "'spectr-gbv sweep summarize DIR' reports on a dataset; 'spectr-gbv sweep verify DIR' checks its parts."
         ),
     )
     p.add_argument("--grid", metavar="FILE.toml", help="the grid as a TOML file (flags below override its fields)")
@@ -191,7 +270,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar on stderr (also: SPECTR_GBV_QUIET=1)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=run)
-    forms = p.add_subparsers(dest="sweep_command", metavar="{summarize,bench}")
+    forms = p.add_subparsers(dest="sweep_command", metavar="{summarize,verify,bench}")
     s = forms.add_parser("summarize", help="tables (and plots) of a sweep dataset")
     s.add_argument("directory", metavar="DIR", help="the sweep's dataset folder")
     s.add_argument(
@@ -201,9 +280,24 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="folder for summary.md, summary.json and the plots, outside DIR (default: DIR-summary beside DIR)",
     )
-    s.add_argument("--baseline", default="mdbv", help="the method others are compared with (default mdbv)")
+    s.add_argument(
+        "--baseline",
+        default=None,
+        help="the method others are compared with, one of the dataset's (default mdbv, else its first method)",
+    )
     s.add_argument("--no-plots", action="store_true", help="tables only")
     s.add_argument("--json", action="store_true", help="print the summary as JSON")
     s.add_argument("--quiet", action="store_true", help="no progress bars or notes on stderr")
     s.set_defaults(func=run_summarize)
+    v = forms.add_parser(
+        "verify",
+        help="check every part of a sweep dataset: readable, the sweep's schema, rows matching their hash",
+        description="Read every part-*.parquet file of a sweep folder and check it: readable Parquet, the "
+        "sweep's columns and types, and rows matching the SHA-256 recorded when it was written (a changed "
+        "byte reads back as another number in pandas, polars and DuckDB, which do not check it). Exit 0 when "
+        "every part is whole, 1 when one is not (each named on its own line).",
+    )
+    v.add_argument("directory", metavar="DIR", help="the sweep's dataset folder")
+    v.add_argument("--json", action="store_true", help="print the report as JSON")
+    v.set_defaults(func=run_verify, quiet=False)
     _add_bench_parser(forms)

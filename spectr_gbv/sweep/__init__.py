@@ -8,7 +8,12 @@ The layer sits above ``simulate`` and ``validate`` and below ``cli``. Modules:
 * :mod:`spectr_gbv.sweep.tasks`: :func:`~spectr_gbv.sweep.tasks.run_task`, the rows of one task
   (pure, no Ray);
 * :mod:`spectr_gbv.sweep.store`: :class:`~spectr_gbv.sweep.store.SweepStore`, atomic part files
-  deduplicated by key, and :func:`~spectr_gbv.sweep.store.read_table`;
+  deduplicated by key, one writer at a time (a lock), and the folder's provenance;
+* :mod:`spectr_gbv.sweep.parts`: the parts read back and checked (schema, SHA-256 of the rows,
+  damaged files), :func:`~spectr_gbv.sweep.parts.read_table` and
+  :func:`~spectr_gbv.sweep.parts.verify_folder` (``spectr-gbv sweep verify``);
+* :mod:`spectr_gbv.sweep.publish`: atomic writes (temporary name, fsync, rename) and their
+  one-line :class:`~spectr_gbv.sweep.publish.SweepWriteError`;
 * :mod:`spectr_gbv.sweep.runner`: :func:`~spectr_gbv.sweep.runner.run_sweep` (Ray, resumable,
   retried);
 * :mod:`spectr_gbv.sweep.summary`: :func:`~spectr_gbv.sweep.summary.summarize`, the tables and

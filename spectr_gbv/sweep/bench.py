@@ -319,41 +319,46 @@ def run_bench_sweep(
     ImportError
         ray or pyarrow is missing.
     ValueError
-        ``out`` is not a folder, or holds a sweep with another key.
+        ``out`` is not a folder, or holds a sweep with another key, or ``address`` is unreachable.
+    FolderLockedError, PartError, SweepWriteError, SweepInterrupted
+        As :func:`~spectr_gbv.sweep.runner.run_sweep`.
     """
-    from spectr_gbv.sweep.runner import SweepResult, _import_backends, drive, start_ray
+    from spectr_gbv.sweep.runner import SweepResult, _import_backends, check_address, drive, start_ray
 
     start = time.perf_counter()
     ray = _import_backends()
     from spectr_gbv.sweep.store import SweepStore
 
+    if address is not None and not ray.is_initialized():
+        check_address(address)  # before the folder is touched
     store = SweepStore(out, schema=bench_schema(), key=BENCH_KEY)
-    store.record_grid(sweep.to_dict())
-    points = sweep.points()
-    stored = store.existing_keys()
-    pending = [p for p in points if not sweep.keys(p) <= stored]
-    result = SweepResult(len(points), len(points) - len(pending), 0, 0, 0, 0.0, str(out))
-    if not pending:
-        return replace(result, seconds=time.perf_counter() - start)
-    started_ray = start_ray(ray, address, num_cpus)
-    try:
-        placement = task_placement(ray.cluster_resources())
-        remote = ray.remote(max_retries=max_retries, **placement.options)(run_point)
-        slots = ray.cluster_resources().get("GPU" if "num_gpus" in placement.options else "CPU", 1)
-        result = drive(
-            ray,
-            pending,
-            lambda point: remote.remote(sweep, point, placement.device),
-            lambda point: str(point.key),
-            store,
-            result,
-            label="sweep bench",
-            window=max(4, 2 * int(slots or 1)),
-            show_progress=show_progress,
-        )
-    finally:
-        if started_ray:
-            ray.shutdown()
+    with store.locked():
+        store.record_grid(sweep.to_dict())
+        points = sweep.points()
+        stored = store.existing_keys()
+        pending = [p for p in points if not sweep.keys(p) <= stored]
+        result = SweepResult(len(points), len(points) - len(pending), 0, 0, 0, 0.0, str(out))
+        if not pending:
+            return replace(result, seconds=time.perf_counter() - start)
+        started_ray = start_ray(ray, address, num_cpus)
+        try:
+            placement = task_placement(ray.cluster_resources())
+            remote = ray.remote(max_retries=max_retries, **placement.options)(run_point)
+            slots = ray.cluster_resources().get("GPU" if "num_gpus" in placement.options else "CPU", 1)
+            result = drive(
+                ray,
+                pending,
+                lambda point: remote.remote(sweep, point, placement.device),
+                lambda point: str(point.key),
+                store,
+                result,
+                label="sweep bench",
+                window=max(4, 2 * int(slots or 1)),
+                show_progress=show_progress,
+            )
+        finally:
+            if started_ray:
+                ray.shutdown()
     return replace(result, seconds=time.perf_counter() - start)
 
 
@@ -377,6 +382,8 @@ def read_bench_rows(directory: str | Path) -> list[RunRow]:
     ------
     ValueError
         ``directory`` is not a folder.
+    PartError
+        A damaged, foreign or corrupt part (named; :func:`~spectr_gbv.sweep.parts.read_part`).
     """
     from spectr_gbv.gpu.bench.results import RunRow, add_speedups
     from spectr_gbv.sweep.store import read_table

@@ -51,6 +51,46 @@ def _number_text(value: float) -> str:
     return short if float(short) == value else repr(value)
 
 
+def check_instance_files(directory: str | Path, *, shown: str | None = None) -> None:
+    """Load every ``*.json`` instance file of a folder; refuse the folder when any fails.
+
+    A progress bar on stderr (:func:`~spectr_gbv.core.progress.progress`) counts the files.
+
+    Parameters
+    ----------
+    directory : str or Path
+        A folder of instance JSON files (:func:`~spectr_gbv.core.instance.load_instance`).
+    shown : str, optional
+        How the folder is named in the message (default ``str(directory)``).
+
+    Raises
+    ------
+    ValueError
+        One line: ``dir: 2 of 5 instance files in 'DIR' fail to load: a.json (REASON); b.json
+        (REASON)`` (the first three named, then a count).
+    """
+    from spectr_gbv.core.instance import load_instance
+    from spectr_gbv.core.progress import progress
+
+    files = sorted(Path(directory).glob("*.json"))
+    broken: list[str] = []
+    with progress(len(files), "dir: loading instance files", unit="file") as bar:
+        for f in files:
+            try:
+                load_instance(f)
+            except (OSError, ValueError) as exc:
+                reason = " ".join(str(exc).split()).replace(str(f), f.name)
+                broken.append(f"{f.name} ({reason if len(reason) <= 160 else reason[:157] + '...'})")
+            bar.update(1)
+    if broken:
+        more = f"; and {len(broken) - 3} more" if len(broken) > 3 else ""
+        raise ValueError(
+            f"dir: {len(broken)} of {len(files)} instance files in {shown or str(directory)!r} fail to load: "
+            + "; ".join(broken[:3])
+            + more
+        )
+
+
 @dataclass(frozen=True)
 class FamilySpec:
     """One instance family of a grid.
@@ -116,10 +156,14 @@ class FamilySpec:
     def directory(cls, path: str | Path, *, base: str | Path | None = None) -> FamilySpec:
         """A folder of instance JSON files (``base``: the folder a relative path is read from).
 
+        Every ``*.json`` file is loaded once here (:func:`check_instance_files`), so a broken one
+        stops the sweep before anything runs.
+
         Raises
         ------
         ValueError
-            The folder does not exist, or holds no ``*.json`` file.
+            The folder does not exist, holds no ``*.json`` file, or holds files that do not load
+            as instances (bad JSON, invalid rows; the files are named).
         """
         where = Path(path)
         if base is not None and not where.is_absolute():
@@ -128,6 +172,7 @@ class FamilySpec:
             raise ValueError(f"dir: no such directory {str(path)!r}")
         if not any(where.glob("*.json")):
             raise ValueError(f"dir: {str(path)!r} holds no *.json instance file")
+        check_instance_files(where, shown=str(path))
         return cls("dir", path=str(where.resolve()))
 
     @classmethod
@@ -509,6 +554,7 @@ __all__ = [
     "SweepGrid",
     "Task",
     "build_instance",
+    "check_instance_files",
     "grid_from_args",
     "load_grid_toml",
     "parse_k_values",

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from spectr_gbv.sweep.address import CONNECT_TIMEOUT, check_address
 from spectr_gbv.sweep.grid import SweepGrid, Task
 
 #: Environment variable of the worker-kill testing hook (see the module docstring).
@@ -57,6 +58,9 @@ class SweepResult:
         The sweep folder.
     failures : tuple of str
         One line per failed task: its instance id and the error.
+    rows_with_errors : int
+        Rows of the grid stored (by this call or before) with a non-null ``error`` column: a
+        measure or the simulation failed on them (a rerun does not recompute them).
     """
 
     tasks_total: int
@@ -67,6 +71,22 @@ class SweepResult:
     seconds: float
     out: str = ""
     failures: tuple[str, ...] = field(default=())
+    rows_with_errors: int = 0
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or a KeyboardInterrupt raised by ``on_task_done``) stopped a sweep between two writes.
+
+    Parameters
+    ----------
+    result : SweepResult
+        The counts when it stopped: ``rows_written`` rows are stored, in whole parts; a rerun of
+        the same sweep resumes after them.
+    """
+
+    def __init__(self, result: SweepResult) -> None:
+        super().__init__(f"interrupted; {result.rows_written} rows stored, rerun the same command to resume")
+        self.result = result
 
 
 def _import_backends() -> Any:
@@ -119,13 +139,26 @@ def start_ray(ray: Any, address: str | None, num_cpus: int | None) -> bool:
     """Initialise Ray unless it already is: ``address``, or a local Ray without dashboard.
 
     Returns True when this call started it (the caller then shuts it down).
+
+    Raises
+    ------
+    ValueError
+        ``address`` is unreachable (:func:`check_address`) or Ray refuses to connect to it
+        (e.g. ``auto`` without a running cluster); one line naming ``--address``.
     """
     if ray.is_initialized():
         return False
     options: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.WARNING}
     if address is None:
         options.update(num_cpus=num_cpus or os.cpu_count(), include_dashboard=False)
-    ray.init(address=address, **options)
+    else:
+        check_address(address)
+    try:
+        ray.init(address=address, **options)
+    except (ConnectionError, TimeoutError, RuntimeError) as exc:
+        if address is None:
+            raise
+        raise ValueError(f"--address {address!r}: Ray cannot connect ({' '.join(str(exc).split())[:200]})") from exc
     return True
 
 
@@ -172,8 +205,18 @@ def drive(
     SweepResult
         With ``tasks_done``, ``tasks_failed``, ``rows_written`` and ``failures`` updated
         (``seconds`` is the caller's to set).
+
+    Raises
+    ------
+    SweepInterrupted
+        A KeyboardInterrupt (Ctrl-C, or from ``on_task_done``) stopped the run; it carries the
+        result so far (the parts written are whole; tasks in flight are cancelled).
+    SweepWriteError
+        A part could not be written (disk full, read-only folder): one line with the rows
+        stored by this run; the folder stays consistent and a rerun resumes.
     """
     from spectr_gbv.core.progress import progress
+    from spectr_gbv.sweep.publish import SweepWriteError
 
     queue = list(reversed(pending))
     in_flight: dict[Any, Any] = {}
@@ -195,7 +238,15 @@ def drive(
                     print(f"spectr-gbv {label}: task failed: {failures[-1]}", file=sys.stderr)
                     result = replace(result, tasks_failed=result.tasks_failed + 1, failures=tuple(failures))
                 else:
-                    written = store.write(rows)
+                    try:
+                        written = store.write(rows)
+                    except SweepWriteError as exc:
+                        err = SweepWriteError(
+                            f"{exc} ({result.rows_written} rows stored by this run); make room or fix the folder, "
+                            "then rerun the same command to resume"
+                        )
+                        err.errno = exc.errno
+                        raise err from exc
                     result = replace(
                         result, tasks_done=result.tasks_done + 1, rows_written=result.rows_written + written
                     )
@@ -203,6 +254,10 @@ def drive(
                 bar.set_postfix_str(f"done {result.tasks_done}, failed {result.tasks_failed}")
                 if on_task_done is not None:
                     on_task_done(result)
+    except KeyboardInterrupt as exc:
+        if isinstance(exc, SweepInterrupted):
+            raise
+        raise SweepInterrupted(result) from exc
     finally:
         bar.close()
         if in_flight:
@@ -254,44 +309,67 @@ def run_sweep(
     ImportError
         ray or pyarrow is missing (one line: ``pip install 'spectr_gbv[sweep]'``).
     ValueError
-        ``out`` is not a folder, or the grid's instance ids collide.
+        ``out`` is not a folder, the grid's instance ids collide, or ``address`` is unreachable
+        (:func:`check_address`, before anything is written).
+    FolderLockedError
+        Another sweep is writing into ``out`` (:meth:`~spectr_gbv.sweep.store.SweepStore.locked`).
+    PartError
+        A stored part is damaged, foreign or corrupt (named): its keys are not skipped; move it
+        out of the folder and rerun to recompute them.
+    SweepWriteError
+        ``out`` cannot be written (read-only, immutable, disk full); the parts stored stay whole.
+    SweepInterrupted
+        Ctrl-C (a KeyboardInterrupt) stopped the sweep; it carries the counts so far.
     """
     start = time.perf_counter()
     ray = _import_backends()
     from spectr_gbv.sweep.store import SweepStore
 
+    if address is not None and not ray.is_initialized():
+        check_address(address)  # before the folder is touched
     store = SweepStore(out)
-    store.record_grid(grid.to_dict())
-    tasks = grid.tasks()
-    stored = store.existing_keys()
-    pending = [t for t in tasks if not t.keys() <= stored]
-    result = SweepResult(len(tasks), len(tasks) - len(pending), 0, 0, 0, 0.0, str(out))
-    if not pending:
-        return replace(result, seconds=time.perf_counter() - start)
+    with store.locked():
+        store.record_grid(grid.to_dict())
+        tasks = grid.tasks()
+        stored = store.existing_keys()
+        pending = [t for t in tasks if not t.keys() <= stored]
+        result = SweepResult(len(tasks), len(tasks) - len(pending), 0, 0, 0, 0.0, str(out))
+        if pending:
+            started_ray = start_ray(ray, address, num_cpus)
+            try:
+                remote = _remote(ray, max_retries)
+                marker = os.environ.get(KILL_ONCE_ENV)
+                if marker:
+                    remote = remote.options(runtime_env={"env_vars": {KILL_ONCE_ENV: marker}})
+                window = max(4, 2 * int(ray.available_resources().get("CPU", 1) or 1))
+                result = drive(
+                    ray,
+                    pending,
+                    remote.remote,
+                    lambda task: task.instance_id,
+                    store,
+                    result,
+                    label="sweep",
+                    window=window,
+                    show_progress=show_progress,
+                    on_task_done=on_task_done,
+                )
+            finally:
+                if started_ray:
+                    ray.shutdown()
+        wanted = set().union(*(t.keys() for t in tasks))
+        errors = len(store.error_keys() & wanted)
+    return replace(result, seconds=time.perf_counter() - start, rows_with_errors=errors)
 
-    started_ray = start_ray(ray, address, num_cpus)
-    try:
-        remote = _remote(ray, max_retries)
-        marker = os.environ.get(KILL_ONCE_ENV)
-        if marker:
-            remote = remote.options(runtime_env={"env_vars": {KILL_ONCE_ENV: marker}})
-        window = max(4, 2 * int(ray.available_resources().get("CPU", 1) or 1))
-        result = drive(
-            ray,
-            pending,
-            remote.remote,
-            lambda task: task.instance_id,
-            store,
-            result,
-            label="sweep",
-            window=window,
-            show_progress=show_progress,
-            on_task_done=on_task_done,
-        )
-    finally:
-        if started_ray:
-            ray.shutdown()
-    return replace(result, seconds=time.perf_counter() - start)
 
-
-__all__ = ["INSTALL_HINT", "KILL_ONCE_ENV", "SweepResult", "drive", "run_sweep", "start_ray"]
+__all__ = [
+    "CONNECT_TIMEOUT",
+    "INSTALL_HINT",
+    "KILL_ONCE_ENV",
+    "SweepInterrupted",
+    "SweepResult",
+    "check_address",
+    "drive",
+    "run_sweep",
+    "start_ray",
+]

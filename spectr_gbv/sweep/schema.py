@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-#: Column name -> pyarrow type name, in table order. The first 16 are the issue's stable names.
+#: Column name -> pyarrow type name, in table order. The first 16 are the stable names (docs/sweep.md).
 COLUMNS: dict[str, str] = {
     "instance_id": "string",  # e.g. "random:3,2,7,0.3" (n,L,seed,zero_prob), "file:NAME", "battery:NAME"
     "family": "string",  # "random", "dir" or "battery"

@@ -17,13 +17,19 @@ same rows. Any other file in the folder (a JSON file, a summary, an editor's bac
 polars fail and, unless its name starts with ``_`` or ``.``, pyarrow and pandas too:
 :func:`non_parquet_entries` lists them.
 
-Each file is written under a temporary name outside the folder (in its parent, when that is
-writable and on the same file system; else a hidden ``.tmp`` name inside it), then renamed
-into it (``os.replace``), so a reader or a resumed run sees whole files only, whatever happened to
-the writer. :class:`SweepStore` writes only rows whose :data:`~spectr_gbv.sweep.schema.KEY` is not
-stored yet; :func:`read_table` drops any duplicate key (first part by modification time wins)
-should two writers ever have shared a folder. Each part also records the key and the package
-version in its own key-value metadata. Needs pyarrow (the ``sweep`` extra).
+Each file is written under a temporary name and renamed into the folder
+(:func:`spectr_gbv.sweep.publish.publish`), so a reader or a resumed run sees whole files only,
+whatever happened to the writer; a write that fails raises
+:class:`~spectr_gbv.sweep.publish.SweepWriteError`, one line naming the folder. One writer at a
+time: :class:`SweepStore` takes the folder's lock (:data:`LOCK_NAME`, hidden, so every reader
+skips it) without waiting, and writes only rows whose :data:`~spectr_gbv.sweep.schema.KEY` is not
+stored yet, reading the stored keys again under the lock. :func:`read_table` drops any duplicate
+key (first part by modification time wins) of a folder that two writers of an earlier version,
+which had no lock, shared. Each part also records the key, the package version and the SHA-256
+of its rows in its own key-value metadata; every part read is checked
+(:mod:`spectr_gbv.sweep.parts`: a damaged, foreign or corrupt part raises
+:class:`~spectr_gbv.sweep.parts.PartError` naming it). Needs pyarrow and filelock (the ``sweep``
+extra).
 
 Another table (e.g. the bench sweep's, :mod:`spectr_gbv.sweep.bench`) goes through the same
 writer with the optional ``schema`` and ``key`` arguments of :class:`SweepStore` and
@@ -39,83 +45,35 @@ deletes ``sweep.json``.
 
 from __future__ import annotations
 
-import errno
+import contextlib
 import json
-import os
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from spectr_gbv.sweep.parts import HASH_FIELD, METADATA_KEY, PART_GLOB, content_hash, part_files, read_part, read_table
+from spectr_gbv.sweep.publish import SweepWriteError, publish, write_error
 from spectr_gbv.sweep.schema import COLUMNS, KEY, arrow_schema
 
 #: Name of the provenance file in the folder (a zero-row Parquet file; pyarrow and pandas skip ``_`` names).
 PROVENANCE = "_sweep.parquet"
-#: Key of the provenance JSON in the Parquet key-value metadata (of :data:`PROVENANCE` and of each part).
-METADATA_KEY = "spectr_gbv.sweep"
 #: The folder layout this version writes (1: ``sweep.json`` beside the parts; 2: :data:`PROVENANCE`).
 LAYOUT = 2
 #: Name of the provenance file of layout 1 (read and converted, never written).
 SWEEP_JSON = "sweep.json"
-#: Glob of the part files.
-PART_GLOB = "part-*.parquet"
+#: Name of the writers' lock file in the folder (hidden: pyarrow, pandas, polars and DuckDB skip it).
+LOCK_NAME = ".sweep.lock"
 
 _Key = tuple[Any, ...]
-#: errno values of a staging folder that cannot take the temporary file: fall back to the folder itself.
-_STAGING_ERRORS = frozenset({errno.EXDEV, errno.EACCES, errno.EPERM, errno.EROFS})
 
 
-def _parts(directory: Path) -> list[Path]:
-    """Part files in write order (modification time, then name)."""
-    files = list(directory.glob(PART_GLOB))
-    return sorted(files, key=lambda p: (p.stat().st_mtime_ns, p.name))
+class FolderLockedError(ValueError):
+    """Another writer (a second ``spectr-gbv sweep``) holds the folder's lock; the message names both."""
 
 
 def _row_key(row: dict[str, Any], key: tuple[str, ...] = KEY) -> _Key:
     return tuple(row[c] for c in key)
-
-
-def _staging(directory: Path) -> list[Path]:
-    """Where a temporary file may be written before its rename into ``directory``, best first.
-
-    The parent folder when it is writable and on the same file system (readers of ``directory``
-    then never see a temporary file), then ``directory`` itself (a hidden ``.tmp`` name).
-    """
-    here = directory.resolve()
-    parent = here.parent
-    try:
-        same_fs = parent != here and parent.stat().st_dev == here.stat().st_dev
-    except OSError:
-        same_fs = False
-    if same_fs and os.access(parent, os.W_OK | os.X_OK):
-        return [parent, here]
-    return [here]
-
-
-def _publish(directory: Path, name: str, write: Callable[[Path], None]) -> Path:
-    """``write(tmp)`` a file under a temporary name (see :func:`_staging`), fsync it, rename it to ``directory/name``.
-
-    A failure leaves no temporary file behind and nothing at ``directory/name`` (an existing file
-    there is kept whole).
-    """
-    token = uuid.uuid4().hex
-    stages = _staging(directory)
-    for i, stage in enumerate(stages):
-        prefix = "." if stage == stages[-1] else f".{stages[-1].name}."  # beside the folder: name it after it
-        tmp = stage / f"{prefix}{name}.{token}.tmp"
-        try:
-            write(tmp)
-            with open(tmp, "rb") as fh:
-                os.fsync(fh.fileno())
-            os.replace(tmp, directory / name)
-            return directory / name
-        except OSError as exc:
-            if exc.errno in _STAGING_ERRORS and i + 1 < len(stages):
-                continue
-            raise
-        finally:
-            tmp.unlink(missing_ok=True)
-    raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
 
 def _load_provenance(path: Path, load: Callable[[], Any]) -> dict[str, Any]:
@@ -185,7 +143,8 @@ def non_parquet_entries(directory: str | Path) -> list[str]:
     pyarrow, pandas, polars and DuckDB read a sweep folder as one dataset only when it holds
     Parquet files alone (see the module docstring): a layout-1 ``sweep.json``, summaries written
     into the folder by earlier versions of ``sweep summarize``, or any other file or subfolder is
-    reported here. :func:`read_table` reads the parts only and is not affected.
+    reported here (not the writers' lock :data:`LOCK_NAME`, which every reader skips).
+    :func:`read_table` reads the parts only and is not affected.
 
     Parameters
     ----------
@@ -200,11 +159,18 @@ def non_parquet_entries(directory: str | Path) -> list[str]:
     where = Path(directory)
     if not where.is_dir():
         return []
-    return sorted(p.name for p in where.iterdir() if not (p.suffix == ".parquet" and p.is_file()))
+    return sorted(
+        p.name for p in where.iterdir() if not (p.suffix == ".parquet" and p.is_file()) and p.name != LOCK_NAME
+    )
 
 
 class SweepStore:
-    """Writer of one sweep folder: append-only parts, never two rows with the same key.
+    """Writer of one sweep folder: append-only parts, never two rows with the same key, one writer at a time.
+
+    Writers take the folder's lock (:data:`LOCK_NAME`, a ``filelock.FileLock``; :meth:`locked`)
+    without waiting: a second writer is refused at once with :class:`FolderLockedError`. The
+    runner holds it for a whole sweep; :meth:`write` and :meth:`record_grid` take it for their own
+    call when not held, and then read the stored keys again, so no key is ever stored twice.
 
     Parameters
     ----------
@@ -219,6 +185,8 @@ class SweepStore:
     ------
     ValueError
         ``directory`` exists and is not a folder, or a ``key`` column is not in ``schema``.
+    SweepWriteError
+        ``directory`` is missing and cannot be created.
     """
 
     def __init__(self, directory: str | Path, *, schema: Any = None, key: tuple[str, ...] | None = None) -> None:
@@ -230,8 +198,61 @@ class SweepStore:
             raise ValueError(f"key: columns {list(self.key)} are not all in the schema")
         if self.directory.exists() and not self.directory.is_dir():
             raise ValueError(f"out: {str(directory)!r} exists and is not a directory")
-        self.directory.mkdir(parents=True, exist_ok=True)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise write_error(self.directory.parent, f"the folder {self.directory.name!r}", exc) from exc
         self._keys: set[_Key] | None = None
+        self._error_keys: set[_Key] = set()
+        self._parts_read: set[str] = set()
+        self._lock: Any = None
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[SweepStore]:
+        """Hold the folder's writer lock (:data:`LOCK_NAME`) for the ``with`` block; re-entrant.
+
+        The outermost entry reads the stored keys again (:meth:`existing_keys`) under the lock.
+
+        Yields
+        ------
+        SweepStore
+            This store.
+
+        Raises
+        ------
+        FolderLockedError
+            Another writer (another process, or another store of this process) holds the lock:
+            one line naming the folder and the lock file. Nothing waits.
+        SweepWriteError
+            The lock file cannot be created (a read-only or immutable folder).
+
+        References
+        ----------
+        ``filelock.FileLock`` (py-filelock): an ``flock`` lock on Unix, released by the kernel when
+        the holding process dies, so a killed sweep leaves no stale lock (where the file system
+        has no ``flock``, filelock falls back to a marker file).
+        """
+        import filelock
+
+        path = self.directory / LOCK_NAME
+        if self._lock is None:
+            self._lock = filelock.FileLock(path, timeout=0, thread_local=False)
+        outer = not self._lock.is_locked
+        try:
+            self._lock.acquire(timeout=0)
+        except filelock.Timeout as exc:
+            raise FolderLockedError(
+                f"out: another sweep is writing into {str(self.directory)!r} (it holds the lock {str(path)!r}); "
+                "wait for it to end, or write into another folder"
+            ) from exc
+        except OSError as exc:
+            raise write_error(self.directory, f"the lock {LOCK_NAME!r}", exc) from exc
+        try:
+            if outer and self._keys is not None:
+                self._read_keys()  # what another writer stored since: read under the lock
+            yield self
+        finally:
+            self._lock.release()
 
     def _schema(self) -> Any:
         return arrow_schema() if self.schema is None else self.schema
@@ -239,28 +260,58 @@ class SweepStore:
     def existing_keys(self) -> set[_Key]:
         """Keys already stored, tuples of the :attr:`key` columns (default ``(instance_id, method, K)``).
 
-        Read once, then kept up to date.
+        Read once (every part checked by :func:`~spectr_gbv.sweep.parts.read_part`), then kept up
+        to date; the parts written by others are read when :meth:`locked` is entered.
 
         Returns
         -------
         set of tuple
             A copy; the store's own set is updated by :meth:`write`.
+
+        Raises
+        ------
+        PartError
+            A damaged, foreign or corrupt part (named): a resumed sweep refuses to skip its keys.
         """
         if self._keys is None:
-            import pyarrow.parquet as pq
-
-            keys: set[_Key] = set()
-            for part in _parts(self.directory):
-                columns = pq.read_table(part, columns=list(self.key)).to_pydict()
-                keys.update(zip(*(columns[c] for c in self.key), strict=True))
-            self._keys = keys
+            self._read_keys()
+        assert self._keys is not None
         return set(self._keys)
 
+    def _read_keys(self) -> None:
+        """Read the keys of the parts not read yet (all of them again when a part read before is gone)."""
+        files = part_files(self.directory)
+        names = {p.name for p in files}
+        if self._keys is None or not self._parts_read <= names:
+            self._keys, self._error_keys, self._parts_read = set(), set(), set()
+        schema = self._schema()
+        for part in files:
+            if part.name in self._parts_read:
+                continue
+            columns = read_part(part, schema).to_pydict()
+            part_keys = list(zip(*(columns[c] for c in self.key), strict=True))
+            self._keys.update(part_keys)
+            if "error" in columns:
+                self._error_keys.update(k for k, e in zip(part_keys, columns["error"], strict=True) if e is not None)
+            self._parts_read.add(part.name)
+
+    def error_keys(self) -> set[_Key]:
+        """Keys stored with a non-null ``error`` column (empty for a table without one).
+
+        Returns
+        -------
+        set of tuple
+            A subset of :meth:`existing_keys` (read with it).
+        """
+        self.existing_keys()
+        return set(self._error_keys)
+
     def write(self, rows: Iterable[dict[str, Any]]) -> int:
-        """Store the rows whose key is new, as one new part file.
+        """Store the rows whose key is new, as one new part file, under the folder's lock.
 
         The part's key-value metadata :data:`METADATA_KEY` records ``{"layout", "key",
-        "package_version"}``.
+        "package_version", "sha256"}``, the last the :func:`~spectr_gbv.sweep.parts.content_hash`
+        of its rows, checked whenever the part is read.
 
         Parameters
         ----------
@@ -277,7 +328,16 @@ class SweepStore:
         ------
         ValueError
             A row whose keys are not exactly the schema's columns.
+        FolderLockedError
+            Another writer holds the folder's lock.
+        SweepWriteError
+            The part cannot be written (read-only folder, disk full): nothing is stored, the keys
+            stay unstored.
         """
+        with self.locked():
+            return self._write(rows)
+
+    def _write(self, rows: Iterable[dict[str, Any]]) -> int:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
@@ -301,9 +361,14 @@ class SweepStore:
             return 0
         table = pa.Table.from_pylist(fresh, schema=self._schema())
         record = {"layout": LAYOUT, "key": list(self.key), "package_version": spectr_gbv.__version__}
+        record[HASH_FIELD] = content_hash(table)
         table = table.replace_schema_metadata({**(table.schema.metadata or {}), METADATA_KEY: json.dumps(record)})
-        _publish(self.directory, f"part-{uuid.uuid4().hex}.parquet", lambda tmp: pq.write_table(table, tmp))
+        name = f"part-{uuid.uuid4().hex}.parquet"
+        publish(self.directory, name, lambda tmp: pq.write_table(table, tmp))
+        self._parts_read.add(name)
         self._keys.update(new_keys)
+        if "error" in self.columns:
+            self._error_keys.update(_row_key(r, self.key) for r in fresh if r["error"] is not None)
         return len(fresh)
 
     def record_grid(self, grid: dict[str, Any]) -> None:
@@ -322,7 +387,15 @@ class SweepStore:
         ------
         ValueError
             A provenance file there that is not a sweep's, or that records another key (nothing is written).
+        FolderLockedError
+            Another writer holds the folder's lock.
+        SweepWriteError
+            The provenance cannot be written (read-only folder, disk full).
         """
+        with self.locked():
+            self._record_grid(grid)
+
+    def _record_grid(self, grid: dict[str, Any]) -> None:
         import pyarrow.parquet as pq
 
         import spectr_gbv
@@ -349,66 +422,20 @@ class SweepStore:
         }
         empty = self._schema().empty_table()
         empty = empty.replace_schema_metadata({**(empty.schema.metadata or {}), METADATA_KEY: json.dumps(record)})
-        _publish(self.directory, PROVENANCE, lambda tmp: pq.write_table(empty, tmp))
+        publish(self.directory, PROVENANCE, lambda tmp: pq.write_table(empty, tmp))
         legacy.unlink(missing_ok=True)
-
-
-def read_table(directory: str | Path, *, schema: Any = None, key: tuple[str, ...] | None = None) -> Any:
-    """Every stored row of a sweep folder as one ``pyarrow.Table``, one row per key.
-
-    Reads the ``part-*.parquet`` files only, so it also reads a folder of an earlier layout, or
-    one that holds other files.
-
-    Parameters
-    ----------
-    directory : str or Path
-        A sweep folder.
-    schema : pyarrow.Schema, optional
-        The table's schema (default :func:`~spectr_gbv.sweep.schema.arrow_schema`).
-    key : tuple of str, optional
-        The columns that identify a row (default :data:`~spectr_gbv.sweep.schema.KEY`).
-
-    Returns
-    -------
-    pyarrow.Table
-        Schema ``schema`` (default :func:`~spectr_gbv.sweep.schema.arrow_schema`, without the
-        parts' key-value metadata); a key stored twice keeps its first row (parts in
-        modification-time order). Empty (zero rows) for a folder without parts.
-
-    Raises
-    ------
-    ValueError
-        ``directory`` is not a folder.
-    """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    where = Path(directory)
-    if not where.is_dir():
-        raise ValueError(f"sweep: no such directory {str(directory)!r}")
-    schema = arrow_schema() if schema is None else schema
-    names = tuple(KEY if key is None else key)
-    tables = [pq.read_table(part, schema=schema) for part in _parts(where)]
-    if not tables:
-        return schema.empty_table()
-    table = pa.concat_tables(tables)
-    columns = table.select(list(names)).to_pydict()
-    seen: set[_Key] = set()
-    keep = []
-    for i, row_key in enumerate(zip(*(columns[c] for c in names), strict=True)):
-        if row_key not in seen:
-            seen.add(row_key)
-            keep.append(i)
-    return table if len(keep) == table.num_rows else table.take(pa.array(keep, type=pa.int64()))
 
 
 __all__ = [
     "LAYOUT",
+    "LOCK_NAME",
     "METADATA_KEY",
     "PART_GLOB",
     "PROVENANCE",
     "SWEEP_JSON",
+    "FolderLockedError",
     "SweepStore",
+    "SweepWriteError",
     "non_parquet_entries",
     "read_provenance",
     "read_table",

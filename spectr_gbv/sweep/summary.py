@@ -52,6 +52,9 @@ DEFECT_TOL: float = 1e-9
 #: A float64 instance's E[tau] drop above this, when K grows, is a monotonicity failure (exact: any).
 DROP_TOL: float = 1e-9
 
+#: The gap closure's baseline when none is named (if the dataset has it; else its first method).
+DEFAULT_BASELINE = "mdbv"
+
 #: Suffix of the default summary folder, a sibling of the dataset folder (:func:`default_summary_dir`).
 SUMMARY_SUFFIX = "-summary"
 
@@ -368,7 +371,7 @@ def _plot(summary: Summary, out: Path) -> list[Path]:
 
 
 def summarize(
-    directory: str | Path, out: str | Path | None = None, *, baseline: str = "mdbv", plots: bool = True
+    directory: str | Path, out: str | Path | None = None, *, baseline: str | None = None, plots: bool = True
 ) -> Summary:
     r"""Summarize a sweep directory: the per-(method, K) tables, the violations and a claim search over K.
 
@@ -393,8 +396,9 @@ def summarize(
         Where to write ``summary.md``, ``summary.json`` and the PNGs (:meth:`Summary.write`);
         None (default) writes nothing. Never the sweep directory or a folder inside it (the
         dataset must hold Parquet files only); the CLI's default is :func:`default_summary_dir`.
-    baseline : str
-        The method the gap closure is measured from.
+    baseline : str, optional
+        The method the gap closure is measured from; a method of the dataset. Default
+        :data:`DEFAULT_BASELINE` when the dataset has it, else its first method.
     plots : bool
         With ``out``, also write ``gap_closure.png`` and ``tau_vs_k.png``. False never imports
         matplotlib.
@@ -406,8 +410,11 @@ def summarize(
     Raises
     ------
     ValueError
-        ``directory`` is not a folder (a folder without parts gives an empty summary), or ``out``
-        is inside it (checked before anything is read).
+        ``directory`` is not a folder (a folder without parts gives an empty summary), ``out``
+        is inside it (checked before anything is read), or ``baseline`` is not a method of the
+        dataset (the message lists the methods present; nothing is written).
+    PartError
+        A damaged, foreign or corrupt part (:func:`~spectr_gbv.sweep.parts.read_part`; named).
     ImportError
         pyarrow (or, for plots, matplotlib) is not installed.
 
@@ -423,6 +430,13 @@ def summarize(
     rows = table.select(list(_COLUMNS)).to_pylist()
     order = {m: i for i, m in enumerate(STABLE_METHOD_NAMES)}
     methods = tuple(sorted({r["method"] for r in rows}, key=lambda m: (order.get(m, len(order)), m)))
+    if baseline is None:
+        baseline = DEFAULT_BASELINE if DEFAULT_BASELINE in methods or not methods else methods[0]
+    elif methods and baseline not in methods:
+        raise ValueError(
+            f"baseline: {baseline!r} is not a method of the dataset {str(directory)!r}; methods present: "
+            f"{', '.join(methods)}"
+        )
     lossless = {m: _lossless(m) for m in methods}
     errors = dict.fromkeys(methods, 0)
     failed: dict[tuple[str, int], int] = {}
@@ -587,6 +601,7 @@ def _monotonicity(
 
 
 __all__ = [
+    "DEFAULT_BASELINE",
     "DEFECT_TOL",
     "DROP_TOL",
     "GAP_TOL",

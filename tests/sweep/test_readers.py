@@ -9,6 +9,7 @@ on a folder of one plain Parquet file).
 """
 
 import json
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from spectr_gbv.sweep.grid import grid_from_args  # noqa: E402
 from spectr_gbv.sweep.runner import run_sweep  # noqa: E402
 from spectr_gbv.sweep.schema import COLUMNS, KEY  # noqa: E402
 from spectr_gbv.sweep.store import (  # noqa: E402
+    LOCK_NAME,
     METADATA_KEY,
     PROVENANCE,
     SWEEP_JSON,
@@ -90,7 +92,7 @@ def _check(records):
 
 
 def test_the_folder_holds_parquet_files_only(folder):
-    names = sorted(p.name for p in folder.iterdir())
+    names = sorted(p.name for p in folder.iterdir() if p.name != LOCK_NAME)  # the hidden lock: every reader skips it
     assert names and all(n.endswith(".parquet") for n in names), names
     assert PROVENANCE in names and sum(n.startswith("part-") for n in names) == 4 + 2 + 4  # one part per task run
     assert non_parquet_entries(folder) == []
@@ -106,11 +108,13 @@ def test_provenance_records_every_grid_in_parquet_metadata(folder):
     assert provenance.num_rows == 0 and provenance.schema.names == list(COLUMNS)
     assert json.loads(provenance.schema.metadata[METADATA_KEY.encode()]) == data
     part = next(folder.glob("part-*.parquet"))
-    assert json.loads(pq.read_schema(part).metadata[METADATA_KEY.encode()]) == {
+    record = json.loads(pq.read_schema(part).metadata[METADATA_KEY.encode()])
+    assert {k: v for k, v in record.items() if k != "sha256"} == {
         "layout": 2,
         "key": list(KEY),
         "package_version": "0.1.0",
     }
+    assert re.fullmatch("[0-9a-f]{64}", record["sha256"])
 
 
 def test_the_package_reader_has_the_exact_values(expected):
@@ -216,7 +220,7 @@ def test_a_folder_of_the_old_layout_is_read_then_converted_by_a_rerun(folder, ex
 
     result = run_sweep(SECOND, old, show_progress=False)  # every row stored: Ray is not asked
     assert (result.tasks_skipped, result.rows_written) == (6, 0)
-    assert sorted(p.name for p in old.iterdir() if not p.name.startswith("part-")) == [PROVENANCE]
+    assert sorted(p.name for p in old.iterdir() if not p.name.startswith("part-")) == [LOCK_NAME, PROVENANCE]
     assert read_provenance(old)["grids"] == [FIRST.to_dict(), SECOND.to_dict()]
     assert _check(pq.read_table(old).to_pylist()) == expected
 
@@ -255,7 +259,7 @@ def test_readers_see_no_temporary_file_while_a_part_is_written(tmp_path, monkeyp
 
     def spying(table, where, **kw):
         original(table, where, **kw)
-        seen.append((Path(where).parent, sorted(p.name for p in (tmp_path / "out").iterdir())))
+        seen.append((Path(where).parent, sorted(p.name for p in (tmp_path / "out").iterdir() if p.name != LOCK_NAME)))
 
     monkeypatch.setattr(pq, "write_table", spying)
     row = dict.fromkeys(COLUMNS)

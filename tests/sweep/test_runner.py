@@ -1,12 +1,14 @@
 """The sweep on a local Ray (2 CPUs, one instance for the module): exact rows once each, resume, a killed worker."""
 
 import json
+import shutil
+import struct
 from collections import Counter
 
 import pytest
 
 ray = pytest.importorskip("ray")
-pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
 
 from spectr_gbv.cli.main import main  # noqa: E402
 from spectr_gbv.core.instance import random_instance  # noqa: E402
@@ -128,3 +130,23 @@ def test_cli_summarize_reads_the_dataset(fresh, tmp_path, capsys):
     assert capsys.readouterr().out.strip()
     assert main(["sweep", "summarize", str(tmp_path / "none"), "--no-plots"]) == 2
     assert capsys.readouterr().err.startswith("spectr-gbv sweep: error: ")
+
+
+def test_cli_resume_refuses_a_corrupt_part_then_recomputes_it(fresh, tmp_path, capsys):
+    """End to end on Ray: a changed byte is named on resume (exit 2); moved out, its rows are computed again."""
+    shutil.copytree(fresh[0].out, tmp_path / "o")
+    argv = ["sweep", "--random", "2,2,0-5", "--random", "3,2,0-3", "--methods", "sd,mdbv,optimal_multidraft"]
+    argv += ["--K", "1,2", "--measures", "tau,bounds,opt", "--out", str(tmp_path / "o"), "--quiet"]
+    part = sorted((tmp_path / "o").glob("part-*.parquet"))[0]
+    value = pq.read_table(part)["expected_accepted_float"].to_pylist()[0]
+    data = bytearray(part.read_bytes())
+    data[data.find(struct.pack("<d", value))] ^= 1
+    part.write_bytes(bytes(data))
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"spectr-gbv sweep: error: part {str(part)!r}: corrupt: ") and "\n" not in err
+    part.rename(tmp_path / part.name)
+    assert main([*argv, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (data["tasks_skipped"], data["tasks_done"], data["rows_written"], data["rows_with_errors"]) == (9, 1, 6, 0)
+    assert rows_by_key(tmp_path / "o") == fresh[1]

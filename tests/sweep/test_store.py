@@ -10,13 +10,15 @@ import pytest
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
-from spectr_gbv.sweep import store as store_module  # noqa: E402
+from spectr_gbv.sweep import publish as publish_module  # noqa: E402
 from spectr_gbv.sweep.schema import COLUMNS, KEY, arrow_schema  # noqa: E402
 from spectr_gbv.sweep.store import (  # noqa: E402
     LAYOUT,
+    LOCK_NAME,
     METADATA_KEY,
     PROVENANCE,
     SWEEP_JSON,
+    FolderLockedError,
     SweepStore,
     non_parquet_entries,
     read_provenance,
@@ -58,18 +60,37 @@ def test_resume_reads_the_keys_back(tmp_path):
 
 
 def test_reader_deduplicates_by_key_first_part_wins(tmp_path):
-    # two writers that did not see each other: both store K=1
-    first, second = SweepStore(tmp_path), SweepStore(tmp_path)
-    assert first.existing_keys() == second.existing_keys() == set()
-    first.write([row(K=1, value="1/3")])
+    # a folder two writers of an earlier version (no lock) shared: both stored K=1
+    SweepStore(tmp_path).write([row(K=1, value="1/3")])
     older = tmp_path / parts(tmp_path)[0]
     os.utime(older, ns=(1, 1))
-    second.write([row(K=1, value="2/3"), row(K=2)])
+    plain = pa.Table.from_pylist([row(K=1, value="2/3"), row(K=2)], schema=arrow_schema())
+    pq.write_table(plain, tmp_path / "part-b.parquet")
     assert len(parts(tmp_path)) == 2
     table = read_table(tmp_path)
     keys = list(zip(*(table[c].to_pylist() for c in KEY), strict=True))
     assert sorted(keys) == [("random:2,2,0,0", "sd", 1), ("random:2,2,0,0", "sd", 2)]
     assert dict(zip(table["K"].to_pylist(), table["expected_accepted"].to_pylist(), strict=True))[1] == "1/3"
+
+
+def test_a_second_writer_is_refused_and_no_key_is_stored_twice(tmp_path):
+    first, second = SweepStore(tmp_path), SweepStore(tmp_path)
+    assert first.existing_keys() == second.existing_keys() == set()  # both read the folder before writing
+    with first.locked():  # a running sweep holds the lock
+        assert first.write([row(K=1, value="1/3")]) == 1
+        with pytest.raises(FolderLockedError) as info:
+            second.record_grid({"methods": ["sd"]})
+        assert str(info.value) == (
+            f"out: another sweep is writing into {str(tmp_path)!r} (it holds the lock "
+            f"{str(tmp_path / LOCK_NAME)!r}); wait for it to end, or write into another folder"
+        )
+        with pytest.raises(FolderLockedError):
+            second.write([row(K=1, value="2/3")])
+    # the lock released: the second writer reads the keys again before writing (its view was stale)
+    assert second.write([row(K=1, value="2/3"), row(K=2)]) == 1
+    assert len(parts(tmp_path)) == 2
+    assert sorted(pq.read_table(tmp_path).to_pydict()["K"]) == [1, 2]  # a plain reader: each key once
+    assert read_table(tmp_path).to_pydict()["expected_accepted"] == ["1/3", "1/2"]
 
 
 def test_parts_are_whole_or_absent(tmp_path, monkeypatch):
@@ -86,7 +107,7 @@ def test_parts_are_whole_or_absent(tmp_path, monkeypatch):
     with pytest.raises(OSError, match="disk full"):
         store.write([row(K=2)])
     monkeypatch.undo()
-    assert sorted(p.name for p in out.iterdir()) == parts(out)  # no temp left in the folder
+    assert sorted(p.name for p in out.iterdir()) == [LOCK_NAME, *parts(out)]  # no temp left in the folder
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # nor beside it, where it was written
     assert len(parts(out)) == 1
     assert SweepStore(out).existing_keys() == {("random:2,2,0,0", "sd", 1)}
@@ -107,7 +128,7 @@ def test_record_grid_and_empty_reads(tmp_path):
     store.record_grid({"methods": ["sd"]})
     store.record_grid({"methods": ["sd"]})
     store.record_grid({"methods": ["bv"]})
-    assert sorted(p.name for p in (tmp_path / "s").iterdir()) == [PROVENANCE]  # Parquet only, no sweep.json
+    assert sorted(p.name for p in (tmp_path / "s").iterdir()) == [LOCK_NAME, PROVENANCE]  # no sweep.json
     inode = (tmp_path / "s" / PROVENANCE).stat().st_ino
     store.record_grid({"methods": ["sd"]})
     assert (tmp_path / "s" / PROVENANCE).stat().st_ino == inode  # recorded already: not rewritten
@@ -186,12 +207,12 @@ def test_temporary_files_fall_back_to_the_folder(tmp_path, monkeypatch):
     monkeypatch.setattr(pq, "write_table", spying)
     out = tmp_path / "out"
     store = SweepStore(out)
-    monkeypatch.setattr(store_module.os, "access", lambda *a, **k: False)  # a read-only parent
+    monkeypatch.setattr(publish_module.os, "access", lambda *a, **k: False)  # a read-only parent
     assert store.write([row(K=1)]) == 1
     assert where[-1].parent == out.resolve() and where[-1].name.startswith(".part-") and where[-1].suffix == ".tmp"
     monkeypatch.undo()
     monkeypatch.setattr(pq, "write_table", spying)
-    replace = store_module.os.replace
+    replace = publish_module.os.replace
     calls = []
 
     def cross_device(src, dst):
@@ -200,9 +221,9 @@ def test_temporary_files_fall_back_to_the_folder(tmp_path, monkeypatch):
             raise OSError(errno.EXDEV, "Invalid cross-device link")
         replace(src, dst)
 
-    monkeypatch.setattr(store_module.os, "replace", cross_device)
+    monkeypatch.setattr(publish_module.os, "replace", cross_device)
     assert store.write([row(K=2)]) == 1
     assert calls == [tmp_path.resolve(), out.resolve()]  # the parent first, then the folder itself
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
-    assert sorted(p.name for p in out.iterdir()) == parts(out)
+    assert sorted(p.name for p in out.iterdir()) == [LOCK_NAME, *parts(out)]
     assert read_table(out)["K"].to_pylist() == [1, 2]

@@ -82,8 +82,10 @@ def test_a_failed_simulation_is_a_row(monkeypatch):
 
 
 def test_an_invalid_instance_file_is_a_row(tmp_path):
-    (tmp_path / "bad.json").write_text(json.dumps({"n": 2, "L": 1, "target": {}}))
+    """A file broken after the grid loaded it (the grid refuses a broken one up front): error rows, no crash."""
+    (tmp_path / "bad.json").write_text(json.dumps(random_instance(2, 1, 0).to_dict()))
     (task,) = grid_from_args(instances=tmp_path, methods="sd", ks="1,2").tasks()
+    (tmp_path / "bad.json").write_text(json.dumps({"n": 2, "L": 1, "target": {}}))
     rows = run_task(task)
     assert [(r["instance_id"], r["K"], r["n"], r["expected_accepted"]) for r in rows] == [
         ("file:bad", 1, None, None),
