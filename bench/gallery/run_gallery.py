@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 import importlib.metadata
 import os
 import re
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,6 +34,8 @@ RESULTS = ROOT / "docs" / "results"
 CLI = Path(sys.executable).with_name("spectr-gbv")
 if str(ROOT) not in sys.path:  # the confirmations import the wrappers as ``bench.gallery.*``
     sys.path.insert(0, str(ROOT))
+
+from bench.gallery.ports.entries import PORT_ENTRIES  # noqa: E402 - needs ROOT on sys.path
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,8 +64,11 @@ class Entry:
     meaning : str
         Markdown: what the verdict means for users of the package.
     confirm : str, optional
-        Name of a function of this module, ``f(report_text) -> markdown``, that confirms a lossy verdict
-        independently of the harness (exact enumeration); its section is added to the page.
+        Name of a function of this module, or ``"module:function"``, ``f(report_text) -> markdown``, that confirms
+        a lossy verdict independently of the harness (exact enumeration); its section is added to the page.
+    upstream : str, optional
+        Markdown: for a port of upstream code (``bench/gallery/ports``), the repository, file, function and commit
+        it reproduces; the page then says it tests the port, not an installed package.
     """
 
     name: str
@@ -76,6 +83,7 @@ class Entry:
     wrapper: str
     meaning: str
     confirm: str | None = None
+    upstream: str | None = None
 
     def argv(self, budget: str | None = None, more: tuple[str, ...] = ()) -> list[str]:
         """The ``spectr-gbv validate`` arguments (without the program name)."""
@@ -357,6 +365,7 @@ ENTRIES: tuple[Entry, ...] = (
         ),
     ),
 )
+ENTRIES += tuple(Entry(**kw) for kw in PORT_ENTRIES)
 
 
 def confirm_core_deepinfer(report: str) -> str:
@@ -390,6 +399,14 @@ def confirm_core_deepinfer(report: str) -> str:
             "defect is at least `1 - max_x p(x)` at the root.",
         ]
     )
+
+
+def _confirmation(name: str) -> Callable[[str], str]:
+    """The confirmation function ``name``: one of this module, or ``"module:function"``."""
+    if ":" not in name:
+        return globals()[name]
+    module, _, function = name.partition(":")
+    return getattr(importlib.import_module(module), function)
 
 
 def versions(packages: tuple[str, ...]) -> dict[str, str | None]:
@@ -451,8 +468,11 @@ def page(
             "Re-examine it (and confirm any lossy verdict by exact enumeration) before relying on this page.",
             "",
         ]
+    head = f"Packages (PyPI, installed with `pip install --no-deps`, CPU only): {pkg}"
+    if entry.upstream is not None:
+        head = f"A faithful port (our code, `bench/gallery/ports`) of {entry.upstream}, run with {pkg}"
     lines += [
-        f"Packages (PyPI, installed with `pip install --no-deps`, CPU only): {pkg}. Result: **{verdict}** "
+        f"{head}. Result: **{verdict}** "
         f"(exit status {rc}), {seconds:.1f} s on a shared 2-core CPU. Page written by "
         "`python bench/gallery/run_gallery.py` (re-run it to refresh; `--only "
         f"{entry.name}` for this page alone).",
@@ -493,7 +513,7 @@ def page(
             "",
         ]
     if entry.confirm is not None and rc == 1:
-        lines += ["## Independent confirmation", "", globals()[entry.confirm](report), ""]
+        lines += ["## Independent confirmation", "", _confirmation(entry.confirm)(report), ""]
     lines += ["## What it means for users", "", entry.meaning, "", "## Report", "", "```", report, "```", ""]
     return "\n".join(lines)
 
