@@ -197,7 +197,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--preset", default="quick", help="quick (about 17 min on a 2-core CPU) or full (default quick)")
     p.add_argument("--datasets", help=f"comma-separated prompt sets among {','.join(DATASET_NAMES)}")
-    p.add_argument("--methods", help=f"comma-separated methods among {','.join(METHOD_NAMES)} (ar is always run)")
+    p.add_argument(
+        "--methods",
+        help=f"comma-separated methods among {','.join(METHOD_NAMES)} (ar is always run; optimal_multidraft and "
+        "near_opt_bv print a warning with their estimated seconds per verification call when the vocabulary is "
+        "above 4096: seconds to minutes per call at the real model's 49,152)",
+    )
     p.add_argument("--prompts", dest="num_prompts", metavar="N", help="prompts per dataset")
     p.add_argument("--max-new-tokens", dest="max_new_tokens", metavar="N", help="tokens generated per prompt")
     p.add_argument("--K", help="K sweep values, e.g. 1,3,5,7 (centre K = 3 if listed, else the first)")

@@ -16,7 +16,8 @@ pass tiny random models, so nothing here needs the network.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -213,6 +214,35 @@ def make_decoder(models: BenchModels, point: GridPoint, seed: int, device: str |
     )
 
 
+def slow_method_notes(grid: Sequence[GridPoint], vocab_size: int) -> list[str]:
+    """The decoder's slow-verifier warnings for the methods of ``grid``, one per method, at its largest K L.
+
+    Parameters
+    ----------
+    grid : sequence of GridPoint
+    vocab_size : int
+        V of the target.
+
+    Returns
+    -------
+    list of str
+        :func:`spectr_gbv.gpu.decoding.guards.slow_method_note` of each method of
+        :data:`~spectr_gbv.gpu.decoding.guards.SLOW_METHODS` on the grid, at the point with the
+        most drafted tokens (K L) and B = 1; empty when V is at most
+        :data:`~spectr_gbv.gpu.decoding.guards.SLOW_METHOD_VOCAB` or no such method runs.
+    """
+    from spectr_gbv.gpu.decoding.guards import slow_method_note
+
+    notes = []
+    for method in dict.fromkeys(point.method for point in grid):
+        points = [pt for pt in grid if pt.method == method]
+        worst = max(points, key=lambda pt: pt.num_drafts * max(pt.draft_length, 1))
+        note = slow_method_note(method, vocab_size, worst.num_drafts, max(worst.draft_length, 1))
+        if note is not None:
+            notes.append(note)
+    return notes
+
+
 def load_bench_prompts(
     config: BenchConfig, models: BenchModels, cache_dir: str | None = None, progress: bool = True
 ) -> tuple[dict[str, list[torch.Tensor]], dict[str, list[dict[str, Any]]]]:
@@ -268,7 +298,9 @@ def run_benchmark(
     progress : bool
         A tqdm bar over all runs (stderr).
     log : callable (str) -> None, optional
-        Where the cost estimate and notes go (default: nowhere).
+        Where the cost estimate and notes go (default: nowhere); first, a "warning: ..." line per
+        slow verifier on a large vocabulary (:func:`slow_method_notes`), whose
+        :class:`~spectr_gbv.gpu.decoding.guards.SlowMethodWarning` the decoders then do not repeat.
     cache_dir : str, optional
         Cache root for prompt data.
 
@@ -286,6 +318,9 @@ def run_benchmark(
     """
     from tqdm.auto import tqdm
 
+    from spectr_gbv.gpu.decoding.cache import model_vocab_size
+    from spectr_gbv.gpu.decoding.guards import SlowMethodWarning
+
     log = log or (lambda _msg: None)
     start = time.perf_counter()
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -302,12 +337,20 @@ def run_benchmark(
     if not prompts or any(not xs for xs in prompts.values()):
         raise ValueError("run_benchmark needs at least one prompt per dataset")
     grid = config.grid()
+    for note in slow_method_notes(grid, model_vocab_size(models.target)):
+        log(f"warning: {note}")
+
+    def decoder(point: GridPoint, seed: int) -> SpeculativeDecoder:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SlowMethodWarning)  # logged once above
+            return make_decoder(models, point, seed, device)
+
     kc, lc, tc = config.centre
     first = next(iter(prompts.values()))[0]
     widths = sorted({(1, lc + 1), (kc, lc + 1), (max(config.ks), lc + 1), (kc, max(config.ls) + 1)})
     costs = measure_step_costs(models.target, models.draft, first, widths, sorted({1, kc, max(config.ks)}))
     for point in (GridPoint("ar", 1, 0, tc, ()), GridPoint("mdbv", min(2, kc), 2, tc, ())):  # warm-up
-        make_decoder(models, point, config.seed, device).generate(first, max_new_tokens=4)
+        decoder(point, config.seed).generate(first, max_new_tokens=4)
     fixed = {
         name: int(models.encode(text, chat, config.max_prompt_tokens).numel()) for name, chat, text in LOSSLESS_PROMPTS
     }
@@ -334,9 +377,7 @@ def run_benchmark(
             )
             row = RunRow(ds, *point.key, ";".join(point.sweeps))
             for i, ids in enumerate(xs):
-                out, stats = make_decoder(models, point, config.seed + 7919 * i, device).generate(
-                    ids, config.max_new_tokens
-                )
+                out, stats = decoder(point, config.seed + 7919 * i).generate(ids, config.max_new_tokens)
                 row.add(stats)
                 if point.method == "ar":
                     outputs.setdefault((ds, point.temperature), []).append(out[ids.numel() :].cpu())

@@ -10,7 +10,9 @@ Holds the loop and what it is made of:
 * :mod:`~spectr_gbv.gpu.decoding.sampling` - temperature / top-k / top-p, applied identically to
   target and draft;
 * :mod:`~spectr_gbv.gpu.decoding.draft_sources` - drafters that return drafts with their exact laws;
-* :mod:`~spectr_gbv.gpu.decoding.stats` - :class:`DecodeStats`, the per-call counters and timers.
+* :mod:`~spectr_gbv.gpu.decoding.stats` - :class:`DecodeStats`, the per-call counters and timers;
+* :mod:`~spectr_gbv.gpu.decoding.guards` - run-time guards: models in training mode, draft proposals
+  of the wrong shape, slow verifiers on a large vocabulary.
 
 Import rule: may import :mod:`spectr_gbv.gpu.kernels` (the decoder, lazily, on the first
 verification), ``core``, ``theory``, ``reference``, ``simulate``, torch and transformers; never
@@ -44,6 +46,10 @@ _EXPORTS = {
     "DecodeStats": "stats",
     "TokenTree": "tree",
     "supports_tree_attention": "tree_support",
+    "probe_tree_attention": "tree_support",
+    "TreeProbe": "tree_support",
+    "TrainingModeWarning": "guards",
+    "SlowMethodWarning": "guards",
 }
 
 

@@ -27,6 +27,10 @@ Inputs are checked before any work (:meth:`SpeculativeDecoder.generate`): a prom
 not integer token ids (a ``str``, a ragged batch, an empty prompt), a seed outside
 ``0..2**64 - 1``, a device that is not available, and a run longer than the model's context
 (``config.max_position_embeddings`` / ``n_positions``) raise ``ValueError`` naming the argument.
+Faults no argument check sees are guarded at run time (:mod:`spectr_gbv.gpu.decoding.guards`):
+models in training mode run in eval mode for the call (with a warning; their mode is restored),
+a draft source's proposal of other shapes than asked raises, and the slow verifiers
+(``optimal_multidraft``, ``near_opt_bv``) warn with an estimated cost on a large vocabulary.
 
 References
 ----------
@@ -38,6 +42,7 @@ from __future__ import annotations
 
 import reprlib
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from numbers import Integral
@@ -47,6 +52,7 @@ import torch
 
 from spectr_gbv.gpu.decoding.cache import RowCache, model_vocab_size
 from spectr_gbv.gpu.decoding.draft_sources import DraftSource, HFDraftSource
+from spectr_gbv.gpu.decoding.guards import SlowMethodWarning, check_proposal, eval_mode, slow_method_note
 from spectr_gbv.gpu.decoding.sampling import SamplingConfig, process_logits, sample_from
 from spectr_gbv.gpu.decoding.stats import DecodeStats, timed
 from spectr_gbv.gpu.decoding.tree import TokenTree
@@ -244,7 +250,8 @@ class SpeculativeDecoder:
         In ``0..2**64 - 1``.
     device : str or torch.device, optional
         Default CUDA when available, else CPU (checked by :func:`check_device`). Models are
-        moved there and set to eval mode, only once every argument is checked.
+        moved there only once every argument is checked; their train/eval mode is left as it
+        is (:meth:`generate` runs them in eval mode and restores it).
 
     Raises
     ------
@@ -252,6 +259,14 @@ class SpeculativeDecoder:
         Invalid configuration (see :class:`DecoderConfig`), an unavailable device (see
         :func:`check_device`), a target that is not a ``torch.nn.Module``, a missing draft, or
         target and draft vocabularies of different sizes.
+
+    Warns
+    -----
+    SlowMethodWarning
+        ``optimal_multidraft`` or ``near_opt_bv`` with a vocabulary above
+        :data:`~spectr_gbv.gpu.decoding.guards.SLOW_METHOD_VOCAB` (4,096): the message gives the
+        estimated seconds per verification call
+        (:func:`~spectr_gbv.gpu.decoding.guards.slow_method_note`).
 
     References
     ----------
@@ -263,8 +278,8 @@ class SpeculativeDecoder:
     >>> from transformers import LlamaConfig, LlamaForCausalLM
     >>> cfg = LlamaConfig(vocab_size=8, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
     ...                   num_attention_heads=2, num_key_value_heads=1)
-    >>> _ = torch.manual_seed(0); target = LlamaForCausalLM(cfg)
-    >>> _ = torch.manual_seed(1); draft = LlamaForCausalLM(cfg)
+    >>> _ = torch.manual_seed(0); target = LlamaForCausalLM(cfg).eval()
+    >>> _ = torch.manual_seed(1); draft = LlamaForCausalLM(cfg).eval()
     >>> dec = SpeculativeDecoder(target, draft, method="mdbv", num_drafts=2, draft_length=3, seed=0,
     ...                          device="cpu")
     >>> ids, stats = dec.generate([1, 2, 3], max_new_tokens=10)
@@ -304,14 +319,18 @@ class SpeculativeDecoder:
                 f"vocabulary mismatch: the target has {self.vocab_size} logits, the draft {draft_vocab}; "
                 "speculative decoding needs one shared vocabulary"
             )
-        # every argument is checked: only now move the models (a refused call leaves them as they were)
-        self.target = target.to(self.device).eval()
+        # every argument is checked: only now move the models (a refused call leaves them as they were);
+        # their train/eval mode is the caller's: generate() runs them in eval mode and restores it
+        self.target = target.to(self.device)
         tree = {"auto": None, "tree": True, "flat": False}[scoring]
         self.draft = HFDraftSource(draft.to(self.device), tree=tree) if is_model else draft
         self.generator = None
         if seed is not None:
             self.generator = torch.Generator(device=self.device).manual_seed(int(seed))
         self._verify_fn: Callable[..., Any] | None = None
+        note = slow_method_note(method, self.vocab_size, num_drafts, draft_length)
+        if note is not None:
+            warnings.warn(note, SlowMethodWarning, stacklevel=2)
 
     # ------------------------------------------------------------------ the loop
     @torch.no_grad()
@@ -344,16 +363,36 @@ class SpeculativeDecoder:
             Bad prompt (not token ids, ragged, shape, dtype, empty, ids out of range) or
             ``max_new_tokens``; a run longer than the target's or the draft's context size
             (the message names the prompt length, ``max_new_tokens``, ``draft_length`` and the
-            context size).
+            context size); a draft source's ``propose`` returned drafts or laws of another
+            shape than asked (:func:`~spectr_gbv.gpu.decoding.guards.check_proposal`: the
+            message names the source and both numbers, e.g. "returned 1 draft per row (drafts
+            of shape (2, 1, 3)), asked for num_drafts = 4").
         RuntimeError
             The verifier returned ids outside the vocabulary or output inconsistent with the
             drafts (ECOSYSTEM.md B5-B8: a numerical fault is raised, never emitted).
+
+        Warns
+        -----
+        TrainingModeWarning
+            The target or draft model (or a submodule) was in training mode: the call runs it
+            in eval mode, restoring each submodule's mode afterwards
+            (:func:`~spectr_gbv.gpu.decoding.guards.eval_mode`), so dropout never changes the
+            laws decoded.
         """
         prompt, squeeze = self._check_prompt(prompt_ids)
         N = self._check_max_new(max_new_tokens)
-        cfg, dev = self.config, self.device
-        B, L = prompt.shape[0], (0 if cfg.method == "ar" else cfg.draft_length)
+        L = 0 if self.config.method == "ar" else self.config.draft_length
         self._check_context(prompt.shape[1], N, L)
+        draft_model = getattr(self.draft, "model", None) if L else None
+        if not isinstance(draft_model, torch.nn.Module):
+            draft_model = None
+        with eval_mode({"target": self.target, "draft": draft_model}, "SpeculativeDecoder.generate"):
+            return self._generate(prompt, squeeze, N, L)
+
+    def _generate(self, prompt: torch.Tensor, squeeze: bool, N: int, L: int) -> tuple[torch.Tensor, DecodeStats]:
+        """The loop of :meth:`generate` (arguments checked, models in eval mode)."""
+        cfg, dev = self.config, self.device
+        B = prompt.shape[0]
         self._tree = L > 0 and self._choose_tree(B)
         stats = DecodeStats(cfg.method, 1 if L == 0 else cfg.num_drafts, L, B)
         stats.scoring = "" if L == 0 else "tree" if self._tree else "flat"
@@ -459,6 +498,7 @@ class SpeculativeDecoder:
         with timed(stats, "time_draft", dev):
             calls = getattr(self.draft, "forward_calls", 0)
             drafts, q = self.draft.propose(K, L, cfg.sampling, self.generator)
+            check_proposal(self.draft, drafts, q, pending.shape[0], K, L, self.vocab_size)
             drafts, q = drafts.to(dev), q.to(dev)
         with timed(stats, "time_target", dev):
             score = self._score_tree if self._tree else self._score_flat

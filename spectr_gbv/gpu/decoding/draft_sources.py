@@ -27,6 +27,7 @@ from typing import Protocol, runtime_checkable
 import torch
 
 from spectr_gbv.gpu.decoding.cache import RowCache, model_vocab_size
+from spectr_gbv.gpu.decoding.guards import eval_mode
 from spectr_gbv.gpu.decoding.sampling import SamplingConfig, process_logits, sample_from
 from spectr_gbv.gpu.decoding.tree import TokenTree
 
@@ -62,6 +63,9 @@ class DraftSource(Protocol):
         draft_probs : Tensor [B, K, L, V], float
             ``draft_probs[b, k, t]`` is the law ``drafts[b, k, t]`` was drawn from (after the
             ``sampling`` processing), a function of the row's context and ``drafts[b, k, :t]``.
+            The decoder refuses other shapes or dtypes with ``ValueError``
+            (:func:`~spectr_gbv.gpu.decoding.guards.check_proposal`). A source built on a
+            ``torch.nn.Module`` exposes it as ``model`` so that the decoder runs it in eval mode.
         """
         ...
 
@@ -107,7 +111,10 @@ class HFDraftSource:
     Parameters
     ----------
     model : transformers PreTrainedModel
-        Causal LM (full attention), already on the decoder's device; put in eval mode.
+        Causal LM (full attention), already on the decoder's device. Its train/eval mode is
+        left to the caller: :meth:`begin` and :meth:`propose` run it in eval mode and restore
+        the mode after (warning with
+        :class:`~spectr_gbv.gpu.decoding.guards.TrainingModeWarning` when it was training).
     tree : bool or None
         ``None`` (default): tree drafting when K > 1 and the model passes the probe; ``True``:
         tree drafting whenever K > 1 (``ValueError`` at the first :meth:`propose` if the model
@@ -128,7 +135,7 @@ class HFDraftSource:
     def __init__(self, model: torch.nn.Module, tree: bool | None = None) -> None:
         if tree not in (None, True, False):
             raise ValueError(f"tree must be None, True or False, got {tree!r}")
-        self.model = model.eval()
+        self.model = model
         self.vocab_size = model_vocab_size(model)
         self.forward_calls = 0
         self.positions = 0
@@ -162,7 +169,7 @@ class HFDraftSource:
         B, T = prompt_ids.shape
         self._cache = RowCache(B, self.device)
         if T > 1:
-            with torch.no_grad():
+            with torch.no_grad(), eval_mode({"draft": self.model}, "HFDraftSource.begin"):
                 self._cache.forward(self.model, prompt_ids[:, :-1], logits_to_keep=1)
             self.forward_calls += 1
         # Pending (not yet cached) tokens, left-padded to width 2: [pad, last].
@@ -214,8 +221,19 @@ class HFDraftSource:
         sampling: SamplingConfig,
         generator: torch.Generator | None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """See :meth:`DraftSource.propose`; L forwards (the first on the pending tokens)."""
+        """See :meth:`DraftSource.propose`; L forwards (the first on the pending tokens), in eval mode."""
         _check_propose_args(num_drafts, draft_length)
+        with eval_mode({"draft": self.model}, "HFDraftSource.propose"):
+            return self._propose(num_drafts, draft_length, sampling, generator)
+
+    def _propose(
+        self,
+        num_drafts: int,
+        draft_length: int,
+        sampling: SamplingConfig,
+        generator: torch.Generator | None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`propose` with the model in eval mode."""
         self._tree = self.uses_tree(num_drafts)
         logits = self._root_logits()
         if self._tree:
