@@ -1839,3 +1839,52 @@ def test_long_tuple_path_shows_a_progress_bar_with_an_eta(monkeypatch: pytest.Mo
     assert res.num_kernels * 2 * 2 * 40 >= PROGRESS_MIN_WORK  # shown for its work, not its kernel count
     shown = stream.getvalue()
     assert "mdbv K=2" in shown and f"/{res.num_kernels}" in shown and "<" in shown  # tqdm's [elapsed<ETA]
+
+
+@pytest.mark.parametrize("name", ["instances", "configs", "cases", "verify_inputs"])
+def test_strategy_sizes_above_max_cells_are_refused_when_built(name: str) -> None:
+    """`instances(n=8, L=(5, 6))` made hypothesis raise Unsatisfiable without naming max_cells."""
+    from spectr_gbv.testing import strategies
+
+    with pytest.raises(ValueError) as info:
+        getattr(strategies, name)(n=8, L=(5, 6))  # building it, before any example is drawn
+    assert str(info.value) == (
+        "max_cells=64 is below the smallest table requested, n=8, L=5: n**L = 32768 cells; "
+        "raise max_cells to at least 32768 or lower n / L"
+    )
+
+
+def test_strategy_ranges_partly_above_max_cells_draw_only_fitting_sizes() -> None:
+    """A range whose large end does not fit is clipped, not filtered (no Unsatisfiable, no health check)."""
+    from hypothesis import given, settings
+
+    from spectr_gbv.testing.strategies import configs
+
+    seen: set[tuple[int, int]] = set()
+
+    @settings(max_examples=60, deadline=None, database=None)
+    @given(configs(n=(2, 30), L=(2, 6), K=1, max_cells=16))
+    def check(cfg: Any) -> None:
+        assert cfg.n**cfg.L <= 16
+        seen.add((cfg.n, cfg.L))
+
+    check()
+    assert seen <= {(2, 2), (2, 3), (2, 4), (3, 2), (4, 2)} and len(seen) >= 2
+
+
+def test_long_report_shows_a_bar_weighted_by_its_estimate(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`report` showed a bar over 'steps' of very unequal length; now over estimated seconds, with the stage."""
+    from spectr_gbv.core.progress import QUIET_ENV, set_quiet
+    from spectr_gbv.simulate.report import build_report
+
+    monkeypatch.delenv(QUIET_ENV, raising=False)
+    stream = _FakeTTY()
+    monkeypatch.setattr("sys.stderr", stream)
+    previous = set_quiet(False)
+    try:
+        build_report(default_instance(), [1], methods=("sd", "mdbv"), horizon=2, ledger="spectr_gbv")
+    finally:
+        set_quiet(previous)
+    shown = stream.getvalue()
+    assert "report:" in shown and "s est." in shown and "<" in shown  # tqdm's [elapsed<ETA]
+    assert "mdbv K=1" in shown and "claims ledger" in shown

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import errno
+import io
 import json
+import os
 import sys
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
     from spectr_gbv.core.instance import Instance
@@ -20,8 +25,164 @@ MAX_RANDOM_CLI_ENTRIES = 2_500_000
 MAX_K_VALUES = 64
 
 
+#: Most decimal digits an exact value's numerator or denominator may have in a command's output.
+#: Python refuses int -> str beyond 4,300 digits by default; exact multi-iteration values reach
+#: ~12,000 digits (``simulate --methods spectr --K 8 --horizon 16``). Conversion is quadratic:
+#: 10^5 digits take ~0.2 s, 10^6 digits ~16 s, so longer values are refused instead.
+MAX_EXACT_DIGITS = 100_000
+
+#: Exit status when the command's own output could not be written (``sysexits.h`` ``EX_IOERR``):
+#: stdout is a full disk (``> /dev/full``), a closed descriptor or another failing file.
+EXIT_OUTPUT_ERROR = 74
+
+
 class UsageError(Exception):
     """A user error: printed as one line, exit status 2."""
+
+
+class GuardedStdout(io.TextIOBase):
+    """A stand-in for ``sys.stdout`` that turns a failed write into a recorded fault.
+
+    A reader that closes the pipe early (``| head -1``) or a stdout that cannot take the
+    bytes (``> /dev/full``) makes every ``write``/``flush`` raise ``OSError`` in the middle of a
+    command. This wrapper catches it, records it (:attr:`broken_pipe`, :attr:`error`) and, as
+    Python's documented recipe for ``SIGPIPE`` asks, points file descriptor 1 at
+    ``os.devnull`` so that later writes and the interpreter's final flush succeed silently.
+    The command then runs to its end and returns its own exit status (a verdict survives a
+    closed pipe); :func:`guarded_stdout` maps the recorded fault to the exit status.
+
+    Parameters
+    ----------
+    stream : text stream or None
+        The stdout being wrapped (None when Python started with file descriptor 1 closed).
+
+    References
+    ----------
+    Python documentation, ``signal`` module, "Note on SIGPIPE".
+    """
+
+    def __init__(self, stream: TextIO | None) -> None:
+        super().__init__()
+        self._stream = stream
+        #: The reader closed the pipe (``EPIPE``): output is dropped, the exit status is kept.
+        self.broken_pipe = False
+        #: Any other write failure (``ENOSPC``, ``EBADF``, ...): reported on stderr, exit 74.
+        self.error: OSError | None = None
+        if stream is None:
+            self.error = OSError(errno.EBADF, "stdout is closed")
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        """The wrapped stream's encoding (``utf-8`` when it has none)."""
+        return getattr(self._stream, "encoding", None) or "utf-8"
+
+    def writable(self) -> bool:
+        """Always True: failed writes are recorded, not raised."""
+        return True
+
+    def isatty(self) -> bool:
+        """Whether the wrapped stream is a terminal (False once a write failed)."""
+        if self._stream is None or self.failed:
+            return False
+        try:
+            return bool(self._stream.isatty())
+        except (AttributeError, ValueError, OSError):
+            return False
+
+    def fileno(self) -> int:
+        """The wrapped stream's descriptor (``io.UnsupportedOperation`` when it has none)."""
+        if self._stream is None:
+            raise io.UnsupportedOperation("stdout is closed")
+        return self._stream.fileno()
+
+    @property
+    def failed(self) -> bool:
+        """True once a write or flush failed (the rest of the output is dropped)."""
+        return self.broken_pipe or self.error is not None
+
+    def write(self, text: str) -> int:
+        """Write ``text``; after a failure, drop it. Returns ``len(text)`` either way."""
+        if not self.failed and self._stream is not None:
+            try:
+                self._stream.write(text)
+            except OSError as exc:
+                self._fail(exc)
+        return len(text)
+
+    def flush(self) -> None:
+        """Flush the wrapped stream, recording a failure instead of raising it."""
+        if not self.failed and self._stream is not None:
+            try:
+                self._stream.flush()
+            except OSError as exc:
+                self._fail(exc)
+
+    def _fail(self, exc: OSError) -> None:
+        if isinstance(exc, BrokenPipeError):
+            self.broken_pipe = True
+        else:
+            self.error = exc
+        try:  # Python's SIGPIPE recipe: later writes (and the final flush at exit) go nowhere
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())  # type: ignore[union-attr]
+            os.close(devnull)
+        except (AttributeError, OSError, ValueError):
+            pass  # no descriptor (a test's captured stream): the dropped writes are enough
+
+
+@contextmanager
+def guarded_stdout() -> Iterator[GuardedStdout]:
+    """Run a command with ``sys.stdout`` wrapped in a :class:`GuardedStdout`, then restore it.
+
+    The command's output is flushed before the context ends, so a failure of the last
+    buffered bytes is recorded too.
+
+    Yields
+    ------
+    GuardedStdout
+        Read ``broken_pipe`` and ``error`` after the block; :func:`output_status` maps them
+        to the exit status.
+    """
+    original = sys.stdout
+    guard = GuardedStdout(original)
+    sys.stdout = guard  # type: ignore[assignment]
+    try:
+        yield guard
+    finally:
+        guard.flush()
+        sys.stdout = original
+
+
+def output_status(guard: GuardedStdout, code: Any, command: str | None) -> Any:
+    """The exit status of a command that returned ``code`` with stdout guarded by ``guard``.
+
+    Parameters
+    ----------
+    guard : GuardedStdout
+        The guard the command wrote through.
+    code : int or None
+        The command's own exit status (e.g. ``validate``'s verdict: 0, 1 or 3), or the code of
+        argparse's ``SystemExit`` (None after ``--help``).
+    command : str or None
+        The subcommand's name, for the message (None: before one was parsed).
+
+    Returns
+    -------
+    int or None
+        ``code`` when every write succeeded or the reader closed the pipe (the output was not
+        wanted; the verdict still counts); :data:`EXIT_OUTPUT_ERROR` (74) after any other write
+        failure, which is reported as one line on stderr, e.g. ``spectr-gbv report: error:
+        cannot write to stdout: No space left on device``.
+    """
+    if guard.error is None:
+        return code
+    reason = guard.error.strerror or str(guard.error)
+    prog = "spectr-gbv" if command is None else f"spectr-gbv {command}"
+    try:
+        print(f"{prog}: error: cannot write to stdout: {reason}", file=sys.stderr)
+    except (OSError, ValueError, AttributeError):
+        pass  # stderr is gone too: the exit status is all that is left
+    return EXIT_OUTPUT_ERROR
 
 
 def add_instance_args(parser: argparse.ArgumentParser) -> None:
@@ -80,6 +241,39 @@ def resolve_instance(args: argparse.Namespace) -> Instance:
         return default_instance()
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
+
+
+@contextmanager
+def exact_output(hint: str) -> Iterator[None]:
+    """Let exact values up to :data:`MAX_EXACT_DIGITS` digits print in the block (Python stops at 4,300).
+
+    The limit is raised only for the block and restored after it, so parsing untrusted input
+    elsewhere keeps Python's protection.
+
+    Parameters
+    ----------
+    hint : str
+        What the user can change to get smaller values (e.g. ``"lower --horizon or --K"``),
+        appended to the error.
+
+    Raises
+    ------
+    UsageError
+        A value in the block has more than :data:`MAX_EXACT_DIGITS` digits: ``an exact value
+        has over 100000 decimal digits (MAX_EXACT_DIGITS); HINT``.
+    """
+    previous = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(max(previous, MAX_EXACT_DIGITS) if previous else 0)
+    try:
+        yield
+    except ValueError as exc:
+        if "integer string conversion" not in str(exc):
+            raise
+        raise UsageError(
+            f"an exact value has over {MAX_EXACT_DIGITS} decimal digits (MAX_EXACT_DIGITS), too long to print; {hint}"
+        ) from exc
+    finally:
+        sys.set_int_max_str_digits(previous)
 
 
 def parse_ks(text: str, *, max_k: int = 64) -> list[int]:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from spectr_gbv.cli.common import (
     UsageError,
     add_instance_args,
+    exact_output,
     parse_ks,
     print_json,
     render_table,
@@ -90,7 +91,13 @@ def render(rep: Report) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Execute ``report``; returns the exit status."""
+    """Execute ``report``; returns the exit status.
+
+    The run is estimated first and refused above
+    :data:`~spectr_gbv.simulate.estimate.MAX_RUN_SECONDS` (one line, exit 2); on a terminal a
+    progress bar weighted by the estimates shows an ETA on stderr. Exact values print in full
+    (JSON) up to :data:`~spectr_gbv.cli.common.MAX_EXACT_DIGITS` digits.
+    """
     from spectr_gbv.simulate.report import build_report
 
     inst = resolve_instance(args)
@@ -100,11 +107,12 @@ def run(args: argparse.Namespace) -> int:
         rep = build_report(inst, ks, horizon=args.horizon, ledger=args.ledger)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
-    if args.json:
-        print_json(rep.to_json())
-    else:
-        print(render(rep))
-        print(f"\n(computed in {time.perf_counter() - t0:.1f} s)")
+    with exact_output("lower --horizon or --K, or use a float64 instance"):
+        if args.json:
+            print_json(rep.to_json())
+        else:
+            print(render(rep))
+            print(f"\n(computed in {time.perf_counter() - t0:.1f} s)")
     return 0
 
 

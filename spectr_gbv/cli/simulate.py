@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from spectr_gbv.cli.common import (
     UsageError,
     add_instance_args,
+    exact_output,
     parse_ks,
     print_json,
     render_table,
@@ -76,8 +77,15 @@ def run_monte_carlo(args: argparse.Namespace, inst: Instance, methods: list[str]
 
 
 def run(args: argparse.Namespace) -> int:
-    """Execute ``simulate``; returns the exit status."""
-    from spectr_gbv.core.numbers import display_value, json_value
+    """Execute ``simulate``; returns the exit status.
+
+    The exact run is estimated first and refused above
+    :data:`~spectr_gbv.simulate.estimate.MAX_RUN_SECONDS` (one line, exit 2); on a terminal a
+    progress bar weighted by the estimates shows an ETA on stderr. Exact values print in full
+    (JSON) up to :data:`~spectr_gbv.cli.common.MAX_EXACT_DIGITS` digits.
+    """
+    from spectr_gbv.core.progress import progress
+    from spectr_gbv.simulate.estimate import MAX_RUN_SECONDS, check_estimate, run_estimate
     from spectr_gbv.simulate.methods import check_method, method_step, simulate_method
     from spectr_gbv.simulate.multi import multi_iteration
 
@@ -99,38 +107,58 @@ def run(args: argparse.Namespace) -> int:
         methods = [check_method(m.strip()) for m in args.methods.split(",") if m.strip()]
         if not methods:
             raise ValueError("--methods is empty")
-        rows = []
-        for m in methods:
-            for k in ks:
+        pairs = [(m, k) for m in methods for k in ks]
+        estimates = run_estimate(inst, pairs, pairs, args.horizon)
+        check_estimate(estimates, MAX_RUN_SECONDS, "lower --K / --horizon or name fewer --methods")
+        weights = [max(e.seconds, 1.0) for e in estimates]
+        w_one, w_multi = weights[: len(pairs)], weights[len(pairs) :] or [0.0] * len(pairs)
+        results = []
+        with progress(round(sum(weights)), "simulate", unit="s est.") as bar:
+            for (m, k), w1, w2 in zip(pairs, w_one, w_multi, strict=True):
+                bar.set_postfix_str(f"{m} K={k}")
                 r = simulate_method(inst, m, k)
+                bar.update(w1)
                 mi = None
-                row = {
-                    "method": m,
-                    "K": k,
-                    "expected_accepted": json_value(r.expected_accepted),
-                    "validity_defect": json_value(r.validity_defect),
-                    "lossless": r.lossless,
-                    "tolerance": r.tolerance,
-                }
                 if args.horizon:
                     mi = multi_iteration(inst, method_step(inst, m, k), method=m, num_drafts=k, horizon=args.horizon)
-                    row["horizon"] = args.horizon
-                    row["expected_calls"] = json_value(mi.expected_calls)
-                    row["block_efficiency"] = json_value(mi.block_efficiency)
-                rows.append((r, mi, row))
+                    bar.update(w2)
+                results.append((m, k, r, mi))
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
+    with exact_output("lower --horizon or --K, or use a float64 instance"):
+        return _print_exact(args, inst, results)
+
+
+def _print_exact(args: argparse.Namespace, inst: Instance, results: list[tuple[str, int, Any, Any]]) -> int:
+    """Print the exact rows of ``simulate`` (JSON or a table); returns 0."""
+    from spectr_gbv.core.numbers import display_value, json_value
+
+    rows = []
+    for m, k, r, mi in results:
+        row = {
+            "method": m,
+            "K": k,
+            "expected_accepted": json_value(r.expected_accepted),
+            "validity_defect": json_value(r.validity_defect),
+            "lossless": r.lossless,
+            "tolerance": r.tolerance,
+        }
+        if mi is not None:
+            row["horizon"] = args.horizon
+            row["expected_calls"] = json_value(mi.expected_calls)
+            row["block_efficiency"] = json_value(mi.block_efficiency)
+        rows.append(row)
     if args.json:
-        print_json([row for _, _, row in rows])
+        print_json(rows)
         return 0
     headers = ["method", "K", "E[tau]", "validity defect", "lossless"]
     if args.horizon:
         headers += [f"BE over N={args.horizon}"]
     table = []
-    for r, mi, row in rows:
+    for m, k, r, mi in results:
         cells = [
-            row["method"],
-            str(row["K"]),
+            m,
+            str(k),
             display_value(r.expected_accepted),
             display_value(r.validity_defect),
             r.lossless_label,

@@ -16,6 +16,7 @@ from spectr_gbv.core.numbers import json_value
 from spectr_gbv.core.progress import progress
 from spectr_gbv.reference.registry import STABLE_METHOD_NAMES
 from spectr_gbv.simulate.claims import Claim, claims_ledger
+from spectr_gbv.simulate.estimate import MAX_RUN_SECONDS, check_estimate, run_estimate
 from spectr_gbv.simulate.exact import ExactResult
 from spectr_gbv.simulate.field_claims import field_ledger
 from spectr_gbv.simulate.methods import LOSSY_METHODS, method_step, simulate_method
@@ -28,6 +29,8 @@ REPORT_METHODS = STABLE_METHOD_NAMES
 LEDGERS: tuple[str, ...] = ("spectr_gbv", "field", "all")
 #: Methods compared over a generation horizon (single-draft stateless vs stateful, plus MDBV).
 MULTI_ITERATION_METHODS = ("sd", "bv", "greedy_bv", "mdbv", "gbv_multipath")
+#: Single-draft methods of the horizon comparison: run at K = 1 (the others at the largest K).
+SINGLE_DRAFT_METHODS = ("sd", "bv", "greedy_bv")
 
 
 @dataclass
@@ -100,8 +103,14 @@ def build_report(
     methods: Sequence[str] = REPORT_METHODS,
     horizon: int = 6,
     ledger: str = "all",
+    max_seconds: float = MAX_RUN_SECONDS,
 ) -> Report:
     """Compute the report's table, bounds, claims ledger and multi-iteration comparison.
+
+    The run time is estimated first (:mod:`~spectr_gbv.simulate.estimate`: kernels counted,
+    a few of them timed on this instance); a run estimated above ``max_seconds`` is refused
+    before any long stage starts. On a terminal a progress bar weighted by the stage
+    estimates, with an ETA, goes to stderr (:func:`~spectr_gbv.core.progress.progress`).
 
     Parameters
     ----------
@@ -114,6 +123,10 @@ def build_report(
         Tokens N for the multi-iteration comparison (0 skips it).
     ledger : str
         One of :data:`LEDGERS`: the SpecTr-GBV claims, the field's claims, or both (default).
+    max_seconds : float
+        Refuse a run estimated above this many seconds (default
+        :data:`~spectr_gbv.simulate.estimate.MAX_RUN_SECONDS`, ten minutes; ``math.inf``
+        disables the check).
 
     Returns
     -------
@@ -123,33 +136,58 @@ def build_report(
     ------
     ValueError
         Unknown method, bad K, unknown ``ledger``, or an instance too large to enumerate or solve.
+    RunTooLongError
+        (a ValueError) The estimated run time exceeds ``max_seconds``, e.g. ``estimated at least
+        ~52 min (longest: independent_bv K=8, 65536 kernels at ~34 ms each), above the limit of
+        ~10 min; lower --K / --horizon ...``.
     """
     if ledger not in LEDGERS:
         raise ValueError(f"ledger must be one of {', '.join(LEDGERS)}, got {ledger!r}")
     ks = list(ks)
-    stages = len(methods) * len(ks) + 3 + (len(MULTI_ITERATION_METHODS) if horizon else 0)
-    with progress(stages, "report", unit="step") as bar:
+    pairs = [(m, k) for m in methods for k in ks]
+    multi_pairs = [(m, 1 if m in SINGLE_DRAFT_METHODS else max(ks)) for m in MULTI_ITERATION_METHODS]
+    groups: dict[str, list[tuple[str, int]]] = {}  # the runs each ledger makes on this instance
+    if ledger in ("spectr_gbv", "all"):
+        groups["claims ledger"] = [("greedy_bv", 1)] + [(m, k) for k in ks for m in ("spectr_gbv_released", "mdbv")]
+    if ledger in ("field", "all"):
+        groups["field ledger"] = [("traversal", k) for k in sorted({*ks, 1})] + [
+            (m, k) for k in ks for m in ("optimal_multidraft", "near_opt_bv")
+        ]
+    estimates = run_estimate(instance, pairs, multi_pairs, horizon, groups)
+    check_estimate(
+        estimates,
+        max_seconds,
+        "lower --K / --horizon, or run `spectr-gbv simulate --methods ...` on the methods you need",
+    )
+    # the bar advances by each stage's estimated seconds (at least 1), so its ETA is meaningful
+    weights = {e.label: max(e.seconds, 1.0) for e in estimates[len(pairs) :]}  # horizon and ledgers
+    w_one = [max(e.seconds, 1.0) for e in estimates[: len(pairs)]]
+    w_multi = [max(e.seconds, 1.0) for e in estimates[len(pairs) : len(estimates) - len(groups)]]
+    w_claims, w_field = weights.get("claims ledger", 1.0), weights.get("field ledger", 1.0)
+    total = sum(w_one) + sum(w_multi) + 1 + w_claims + w_field
+    with progress(round(total), "report", unit="s est.") as bar:
         results = {}
-        for m in methods:
-            for k in ks:
-                results[(m, k)] = simulate_method(instance, m, k)
-                bar.update()
+        for (m, k), w in zip(pairs, w_one, strict=True):
+            bar.set_postfix_str(f"{m} K={k}")
+            results[(m, k)] = simulate_method(instance, m, k)
+            bar.update(w)
         multi = []
         if horizon:
-            for m in MULTI_ITERATION_METHODS:
-                k = 1 if m in ("sd", "bv", "greedy_bv") else max(ks)
+            for (m, k), w in zip(multi_pairs, w_multi, strict=True):
+                bar.set_postfix_str(f"multi-iteration {m} K={k}")
                 multi.append(
                     multi_iteration(instance, method_step(instance, m, k), method=m, num_drafts=k, horizon=horizon)
                 )
-                bar.update()
+                bar.update(w)
+        bar.set_postfix_str("bounds")
         table = bound_table(instance, ks)
         bar.update()
         bar.set_postfix_str("claims ledger")
         claims = claims_ledger(instance, ks) if ledger in ("spectr_gbv", "all") else []
-        bar.update()
+        bar.update(w_claims)
         bar.set_postfix_str("field ledger")
         field_claims = field_ledger(instance, ks) if ledger in ("field", "all") else []
-        bar.update()
+        bar.update(w_field)
     return Report(
         instance=instance,
         ks=ks,

@@ -67,6 +67,62 @@ def _ints(value: Any, name: str, lowest: int) -> st.SearchStrategy[int]:
     raise ValueError(f"{name}: expected an int, a (lo, hi) tuple or a strategy, got {value!r}")
 
 
+def _sizes(n: Any, L: Any, max_cells: Any) -> tuple[st.SearchStrategy[int], Any]:
+    """Check ``n``, ``L`` and ``max_cells`` when a strategy is built; return n's strategy and L's sampler.
+
+    Where ``n`` and ``L`` are ints or ranges, the smallest pair must fit (``n_lo**L_lo <=
+    max_cells``), n is drawn only up to the largest vocabulary that fits with ``L_lo``, and L
+    only up to the largest length that fits the drawn n, so no draw is ever rejected (a
+    rejecting filter made hypothesis give up with ``Unsatisfiable``). A size given as a
+    strategy is filtered instead.
+
+    Raises
+    ------
+    ValueError
+        ``max_cells`` not an int >= 1, a bad ``n`` or ``L`` (named first in the message), or a
+        smallest requested size above ``max_cells``: ``max_cells=64 is below the smallest table
+        requested, n=8, L=5: n**L = 32768 cells; raise max_cells to at least 32768 or lower n / L``.
+    """
+    if isinstance(max_cells, bool) or not isinstance(max_cells, int | np.integer) or max_cells < 1:
+        raise ValueError(f"max_cells: expected an int >= 1 (largest table size n**L), got {max_cells!r}")
+    max_cells = int(max_cells)
+    n_strategy, L_strategy = _ints(n, "n", 1), _ints(L, "L", 1)
+    n_lo, n_hi = _bounds(n)
+    L_lo, L_hi = _bounds(L)
+    if n_lo is not None and L_lo is not None and n_lo**L_lo > max_cells:
+        cells = n_lo**L_lo
+        raise ValueError(
+            f"max_cells={max_cells} is below the smallest table requested, n={n_lo}, L={L_lo}: n**L = {cells} "
+            f"cells; raise max_cells to at least {cells} or lower n / L"
+        )
+    if n_lo is not None and n_hi is not None and L_lo is not None:
+        n_fit = n_lo
+        while n_fit < n_hi and (n_fit + 1) ** L_lo <= max_cells:
+            n_fit += 1
+        n_strategy = st.integers(n_lo, n_fit)
+
+    def L_for(n_value: int) -> st.SearchStrategy[int]:
+        if L_lo is None or L_hi is None:
+            return L_strategy.filter(lambda v: n_value**v <= max_cells)
+        top = L_lo
+        while top < L_hi and n_value ** (top + 1) <= max_cells:
+            top += 1
+        if n_value**L_lo > max_cells:  # n came from a strategy: nothing fits this n
+            return L_strategy.filter(lambda v: n_value**v <= max_cells)
+        return st.integers(L_lo, top)
+
+    return n_strategy, L_for
+
+
+def _bounds(value: Any) -> tuple[int | None, int | None]:
+    """``(lo, hi)`` of an int or a range already checked by :func:`_ints`; ``(None, None)`` for a strategy."""
+    if isinstance(value, tuple):
+        return int(value[0]), int(value[1])
+    if isinstance(value, int | np.integer):
+        return int(value), int(value)
+    return None, None
+
+
 def _floats(value: Any, name: str, lo_bound: float, hi_bound: float, *, open_low: bool = False) -> st.SearchStrategy:
     """A number, a ``(lo, hi)`` range or a strategy, as a strategy of floats in the given bounds."""
     if isinstance(value, st.SearchStrategy):
@@ -116,16 +172,14 @@ def _at_temperature(model: TabularAR, temperature: Any, exact: bool) -> TabularA
     return TabularAR.from_levels(levels, name=model.name)
 
 
-@st.composite
 def instances(
-    draw: st.DrawFn,
     n: Any = (2, 3),
     L: Any = (1, 3),
     sparsity: Any = (0.0, 0.4),
     temperature: Any = 1,
     exact: bool = True,
     max_cells: int = MAX_CELLS,
-) -> Instance:
+) -> st.SearchStrategy[Instance]:
     r"""A random :class:`~spectr_gbv.core.Instance` (target p, draft q, draft length L).
 
     Rows of p and q are Dirichlet(1) draws (rational with small denominators when
@@ -137,7 +191,7 @@ def instances(
     n : int, (lo, hi) or strategy
         Vocabulary size, >= 1. Default 2..3.
     L : int, (lo, hi) or strategy
-        Draft length, >= 1. Default 1..3; pairs with ``n**L > max_cells`` are rejected.
+        Draft length, >= 1. Default 1..3; pairs with ``n**L > max_cells`` are never drawn.
     sparsity : float, (lo, hi) or strategy
         Probability in [0, 1) that a table entry is zeroed. Default 0..0.4.
     temperature : float, (lo, hi) or strategy
@@ -147,7 +201,7 @@ def instances(
     exact : bool
         Fractions (True) or float64 rows.
     max_cells : int
-        Largest table size n**L.
+        Largest table size n**L; the smallest requested n**L must fit.
 
     Returns
     -------
@@ -157,12 +211,30 @@ def instances(
     Raises
     ------
     ValueError
-        On a bad argument (named in the message), when the strategy is drawn from.
+        On a bad argument, named first in the message: when the strategy is built for sizes and
+        ranges (``max_cells`` below the smallest requested ``n**L`` included), when it is drawn
+        from for an exact temperature whose 1/T is not an integer.
     """
-    n_ = draw(_ints(n, "n", 1))
-    L_ = draw(_ints(L, "L", 1).filter(lambda v: n_**v <= max_cells))
-    zero_prob = draw(_floats(sparsity, "sparsity", 0.0, 0.95))
-    temp = draw(_floats(temperature, "temperature", 0.0, 1e6, open_low=True))
+    n_strategy, L_for = _sizes(n, L, max_cells)
+    sparsity_strategy = _floats(sparsity, "sparsity", 0.0, 0.95)
+    temperature_strategy = _floats(temperature, "temperature", 0.0, 1e6, open_low=True)
+    return _instances(n_strategy, L_for, sparsity_strategy, temperature_strategy, exact)
+
+
+@st.composite
+def _instances(
+    draw: st.DrawFn,
+    n_strategy: st.SearchStrategy[int],
+    L_for: Any,
+    sparsity_strategy: st.SearchStrategy,
+    temperature_strategy: st.SearchStrategy,
+    exact: bool,
+) -> Instance:
+    """The draws of :func:`instances`, on arguments it has checked."""
+    n_ = draw(n_strategy)
+    L_ = draw(L_for(n_))
+    zero_prob = draw(sparsity_strategy)
+    temp = draw(temperature_strategy)
     seed = draw(st.integers(0, 2**32 - 1))
     inst = random_instance(n_, L_, seed, exact=exact, zero_prob=zero_prob)
     if temp == 1:
@@ -187,10 +259,9 @@ def num_drafts(K: Any = (1, MAX_K)) -> st.SearchStrategy[int]:
     return _ints(K, "K", 1)
 
 
-@st.composite
 def configs(
-    draw: st.DrawFn, n: Any = (2, 4), L: Any = (1, 3), K: Any = (1, MAX_K), max_cells: int = MAX_CELLS
-) -> Config:
+    n: Any = (2, 4), L: Any = (1, 3), K: Any = (1, MAX_K), max_cells: int = MAX_CELLS
+) -> st.SearchStrategy[Config]:
     """Problem sizes ``Config(n, L, K)`` with ``n**L <= max_cells``.
 
     Parameters
@@ -198,18 +269,30 @@ def configs(
     n, L, K : int, (lo, hi) or strategy
         Ranges as in :func:`instances` (defaults 2..4, 1..3, 1..4).
     max_cells : int
+        Largest n**L; the smallest requested n**L must fit.
 
     Returns
     -------
     SearchStrategy of Config
+
+    Raises
+    ------
+    ValueError
+        On a bad argument, named first in the message, when the strategy is built (as
+        :func:`instances`).
     """
-    n_ = draw(_ints(n, "n", 1))
-    L_ = draw(_ints(L, "L", 1).filter(lambda v: n_**v <= max_cells))
-    return Config(n_, L_, draw(_ints(K, "K", 1)))
+    n_strategy, L_for = _sizes(n, L, max_cells)
+    return _configs(n_strategy, L_for, _ints(K, "K", 1))
 
 
 @st.composite
-def cases(draw: st.DrawFn, K: Any = (1, MAX_K), **instance_kwargs: Any) -> tuple[Instance, int]:
+def _configs(draw: st.DrawFn, n_strategy: st.SearchStrategy[int], L_for: Any, K_strategy: st.SearchStrategy) -> Config:
+    """The draws of :func:`configs`, on arguments it has checked."""
+    n_ = draw(n_strategy)
+    return Config(n_, draw(L_for(n_)), draw(K_strategy))
+
+
+def cases(K: Any = (1, MAX_K), **instance_kwargs: Any) -> st.SearchStrategy[tuple[Instance, int]]:
     """``(instance, K)`` pairs, the items of ``validate(..., instances=[...])``.
 
     Parameters
@@ -222,14 +305,18 @@ def cases(draw: st.DrawFn, K: Any = (1, MAX_K), **instance_kwargs: Any) -> tuple
     Returns
     -------
     SearchStrategy of (Instance, int)
+
+    Raises
+    ------
+    ValueError
+        On a bad argument, when the strategy is built (as :func:`instances`).
     """
-    return draw(instances(**instance_kwargs)), draw(num_drafts(K))
+    return st.tuples(instances(**instance_kwargs), num_drafts(K))
 
 
-@st.composite
 def verify_inputs(
-    draw: st.DrawFn, K: Any = (1, MAX_K), **instance_kwargs: Any
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    K: Any = (1, MAX_K), **instance_kwargs: Any
+) -> st.SearchStrategy[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """One verification's inputs with the drafts sampled from q, as a serving system produces them.
 
     Draws an instance (``instance_kwargs`` as :func:`instances`) and K, then K i.i.d. drafts
@@ -249,9 +336,22 @@ def verify_inputs(
         ``drafts`` int64 [K, L]; ``draft_probs`` [K, L, n] and ``target_probs`` [K, L+1, n],
         object arrays of Fractions for exact instances, float64 otherwise. Every drafted token
         has positive draft probability; rows of drafts sharing a prefix agree.
+
+    Raises
+    ------
+    ValueError
+        On a bad argument, when the strategy is built (as :func:`instances`).
     """
-    inst = draw(instances(**instance_kwargs))
-    k = draw(num_drafts(K))
+    return _verify_inputs(instances(**instance_kwargs), num_drafts(K))
+
+
+@st.composite
+def _verify_inputs(
+    draw: st.DrawFn, instance_strategy: st.SearchStrategy[Instance], K_strategy: st.SearchStrategy[int]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The draws of :func:`verify_inputs`, on arguments it has checked."""
+    inst = draw(instance_strategy)
+    k = draw(K_strategy)
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     drafts = np.empty((k, inst.L), dtype=np.int64)
     for j in range(k):
