@@ -18,7 +18,9 @@ def rrs_node(p: np.ndarray, q: np.ndarray, tokens: list[int], exact: bool) -> tu
     Trial i accepts ``tokens[i]`` with probability :math:`\min\{1, R_i(x)/q(x)\}`, where
     :math:`R_0 = p` and :math:`R_{i+1} = \mathrm{normalize}(\max\{R_i - q, 0\})` after a
     rejection. When some :math:`R_i = q` (trial i accepts surely; in float64, when the
-    residual rounds to zero) the later trials are unreachable and dropped.
+    residual rounds to zero and :math:`R_i(x) \ge q(x)`) the later trials are unreachable and
+    dropped; a float64 residual that rounds to zero while :math:`R_i(x) < q(x)` keeps
+    :math:`R_{i+1} = R_i` (never accept surely a token of residual mass 0).
 
     Returns
     -------
@@ -34,10 +36,16 @@ def rrs_node(p: np.ndarray, q: np.ndarray, tokens: list[int], exact: bool) -> tu
         a = min(one, r[x] / q[x])
         nxt = np.maximum(r - q, 0)
         if not np.any(nxt > 0):
-            # R = q: this trial accepts surely (in float64, up to rounding)
-            accept.append(one)
-            residuals.append(r)  # never used: the rejection branch has probability 0
-            break
+            if exact or a == one:
+                # R = q: this trial accepts surely (in float64, up to rounding)
+                accept.append(one)
+                residuals.append(r)  # never used: the rejection branch has probability 0
+                break
+            # float64, R <= q up to rounding but R(x) < q(x) (R(x) = 0 < q(x), say): the rejection
+            # is reachable and its residual rounded to zero; the later trials keep R
+            accept.append(a)
+            residuals.append(r)
+            continue
         accept.append(a)
         residuals.append(normalize(nxt, exact))
     return accept, residuals

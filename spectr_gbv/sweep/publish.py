@@ -59,7 +59,7 @@ def _staging(directory: Path) -> list[Path]:
 
 
 def publish(directory: Path, name: str, write: Callable[[Path], None]) -> Path:
-    """``write(tmp)`` a file under a temporary name (see :func:`_staging`), fsync it, rename it to ``directory/name``.
+    """``write(tmp)`` a file under a temporary name (see ``_staging``), fsync it, rename it to ``directory/name``.
 
     A failure leaves no temporary file behind and nothing at ``directory/name`` (an existing file
     there is kept whole), and raises :class:`SweepWriteError` (one line, naming the folder).

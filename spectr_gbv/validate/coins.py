@@ -23,6 +23,16 @@ torch (the CPU generator, mt19937)
 Draw indices count the draws of the stated dtype from the start (every earlier draw of the
 same kind); later draws are ordinary pseudo-random values.
 
+torch in reduced precision (CPU generator; pinned by the tests): ``torch.rand`` /
+``rand_like`` / ``uniform_`` in bfloat16 or float16 read one 32-bit output like float32, form
+the float32 uniform ``(r & 0xFFFFFF) * 2**-24`` and round it to the dtype; a value that rounds
+to 1 becomes 0. So a bfloat16 coin is exactly 0 with probability about ``2**-9`` (float16:
+``2**-12``), and the largest bfloat16 coin, ``1 - 2**-8``, is not reached by forcing the
+float32 maximum. :func:`torch_words_state` therefore forces whole 32-bit output words (a range
+of them at once, to search for the coin's draw index) with the patterns of :data:`WORDS`, and
+:func:`torch_word_value` / :func:`coin_probability` give the value a verifier sees in each
+dtype and how often torch draws it.
+
 References
 ----------
 O'Neill, PCG: A Family of Simple Fast Space-Efficient Statistically Good Algorithms (2014);
@@ -32,7 +42,9 @@ Matsumoto and Nishimura, Mersenne Twister (1998); numpy ``distributions.c`` (``n
 
 from __future__ import annotations
 
+import functools
 import struct
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -49,6 +61,15 @@ _MT_N = 624
 
 _WHICH = ("zero", "max")
 _DTYPES = ("float64", "float32")
+
+#: 32-bit mt19937 output words :func:`torch_words_state` forces. float32 / bfloat16 / float16 /
+#: float64 (two equal words) uniforms they give: ``"zero"``: 0 in every dtype; ``"max"``:
+#: ``1 - 2**-24`` / 0 / 0 / ``1 - 2**-53`` (the reduced-precision values round to 1 and wrap);
+#: ``"high"``: ``1 - 2**-9 - 2**-24`` / ``1 - 2**-8`` (the largest bfloat16 coin) / ``1 - 2**-9`` /
+#: about 0.984; ``"wrap"``: ``1 - 2**-10`` / 0 / ``1 - 2**-10`` / about 0.992.
+WORDS: dict[str, int] = {"zero": 0x00000000, "max": 0xFFFFFFFF, "high": 0xFFFF7FFF, "wrap": 0xFFFFC000}
+#: dtypes of a torch uniform (``torch.rand(..., dtype=...)``) the probes tell apart.
+TORCH_DTYPES: tuple[str, ...] = ("float64", "float32", "bfloat16", "float16")
 
 
 def coin_value(which: str, dtype: str) -> float:
@@ -266,4 +287,150 @@ def torch_coin_state(which: str, index: int = 0, seed: int = 0, dtype: str = "fl
     return torch.frombuffer(raw, dtype=torch.uint8).clone()
 
 
-__all__ = ["PCG_MULT", "TORCH_STATE_BYTES", "coin_value", "numpy_coin_generator", "torch_coin_state"]
+def torch_words_state(pattern: str, outputs: range | tuple[int, ...] | list[int], seed: int = 0) -> Any:
+    """A torch CPU RNG state whose mt19937 outputs ``outputs`` are all the word :data:`WORDS` [pattern].
+
+    Forcing whole words serves every dtype at once (a float32, bfloat16 or float16 uniform reads
+    one output, a float64 uniform two: draw k reads outputs 2k and 2k + 1), and forcing a range
+    of outputs at once lets a search find the draw index of a coin by bisection.
+
+    Parameters
+    ----------
+    pattern : str
+        A key of :data:`WORDS`.
+    outputs : sequence of int
+        Output numbers to force, each in 0..622 (0-based, counting every 32-bit output).
+    seed : int
+        Seed of the ordinary outputs.
+
+    Returns
+    -------
+    torch.Tensor, shape [5056], uint8
+        The state, as ``torch.get_rng_state()`` returns.
+
+    Raises
+    ------
+    ValueError
+        Unknown ``pattern``, an output number out of range.
+    ImportError
+        torch is not installed.
+    """
+    if pattern not in WORDS:
+        raise ValueError(f"pattern: expected one of {', '.join(WORDS)}, got {pattern!r}")
+    outs = [_check_index(i, _MT_N - 1) for i in outputs]
+    import torch  # noqa: PLC0415 - optional dependency
+
+    g = torch.Generator()
+    g.manual_seed(int(seed))
+    torch.rand(1, generator=g)
+    raw = bytearray(g.get_state().numpy().tobytes())
+    if len(raw) != TORCH_STATE_BYTES:
+        raise ValueError(f"unsupported torch RNG state of {len(raw)} bytes (expected {TORCH_STATE_BYTES})")
+    words = list(struct.unpack_from(f"<{_MT_N}Q", raw, 24))
+    forced = _untemper(WORDS[pattern])
+    for i in outs:
+        words[i] = forced
+    struct.pack_into("<ii", raw, 8, _MT_N, 1)
+    struct.pack_into("<Q", raw, 16, 0)
+    struct.pack_into(f"<{_MT_N}Q", raw, 24, *words)
+    return torch.frombuffer(raw, dtype=torch.uint8).clone()
+
+
+def torch_word_value(pattern: str, dtype: str) -> float:
+    """The uniform ``torch.rand(1, dtype=dtype)`` draws on the CPU from forced words :data:`WORDS` [pattern].
+
+    Computed by torch itself (two forced outputs, one draw), so it follows the installed
+    torch's conversion.
+
+    Parameters
+    ----------
+    pattern : str
+        A key of :data:`WORDS`.
+    dtype : str
+        One of :data:`TORCH_DTYPES`.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        Unknown ``pattern`` or ``dtype``.
+    """
+    if dtype not in TORCH_DTYPES:
+        raise ValueError(f"dtype: expected one of {', '.join(TORCH_DTYPES)}, got {dtype!r}")
+    import torch  # noqa: PLC0415 - optional dependency
+
+    g = torch.Generator()
+    g.set_state(torch_words_state(pattern, (0, 1)))
+    return float(torch.rand(1, generator=g, dtype=getattr(torch, dtype)).item())
+
+
+@functools.lru_cache(maxsize=32)
+def coin_probability(value: float, dtype: str) -> float:
+    """The probability that one uniform of ``dtype`` is exactly ``value``.
+
+    float64: ``2**-53`` (numpy ``random()``, ``torch.rand``); float32: ``2**-24``; bfloat16 and
+    float16 (torch's CPU uniform): counted over the ``2**24`` float32 uniforms ``k * 2**-24``,
+    each rounded to the dtype as torch does (a value that rounds to 1 becomes 0): about ``2**-9``
+    (bfloat16) and ``2**-12`` (float16) for 0, ``2**-8`` for the largest bfloat16 coin.
+
+    Parameters
+    ----------
+    value : float
+        A value the uniform can take.
+    dtype : str
+        One of :data:`TORCH_DTYPES`.
+
+    Returns
+    -------
+    float
+        In [0, 1].
+
+    Raises
+    ------
+    ValueError
+        Unknown ``dtype``.
+    """
+    if dtype == "float64":
+        return 2.0**-53
+    if dtype == "float32":
+        return 2.0**-24
+    if dtype not in TORCH_DTYPES:
+        raise ValueError(f"dtype: expected one of {', '.join(TORCH_DTYPES)}, got {dtype!r}")
+    import torch  # noqa: PLC0415 - optional dependency
+
+    tdt = getattr(torch, dtype)
+
+    def rounded(k: int) -> float:  # float32 uniform k * 2**-24 rounded to dtype (monotone in k)
+        return float(torch.tensor(k * 2.0**-24, dtype=torch.float32).to(tdt).item())
+
+    def first(pred: Callable[[float], bool]) -> int:  # smallest k in [0, 2**24] with pred(rounded(k))
+        lo, hi = 0, 2**24
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if pred(rounded(mid)):
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    count = first(lambda r: r > value) - first(lambda r: r >= value)
+    if value == 0.0:
+        count += 2**24 - first(lambda r: r >= 1.0)  # rounds to 1, becomes 0
+    return count * 2.0**-24
+
+
+__all__ = [
+    "PCG_MULT",
+    "TORCH_DTYPES",
+    "TORCH_STATE_BYTES",
+    "WORDS",
+    "coin_probability",
+    "coin_value",
+    "numpy_coin_generator",
+    "torch_coin_state",
+    "torch_word_value",
+    "torch_words_state",
+]

@@ -167,7 +167,8 @@ def adversarial_check(
         e2e, (pos, _, _) = end_to_end(s), positional(s)
         pval = min(1.0, 2 * min(e2e.p_value, pos.p_value))
         if pval < alpha_test:
-            diag, why = diagnose(s, reference, alpha_test, reuse_seen)
+            tv_cand = tv if cand in suggestive else max(tv, CONFIRM_TV)
+            diag, why = diagnose(s, reference, alpha_test, reuse_seen, tv_cand)
             return CheckResult(
                 "adversarial_search",
                 "adversarial",

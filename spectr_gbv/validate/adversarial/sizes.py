@@ -97,7 +97,9 @@ def covered_sizes(battery: list[BatteryInstance], budget: str, single_draft: boo
     -------
     dict
         ``{"n": (min, max), "L": (min, max), "K": (min, max), "battery": [(n, L, K), ...],
-        "search": [(n, L, K), ...]}`` (ranges over both lists; each list in run order).
+        "search": [(n, L, K), ...]}`` (ranges over both lists; each list in run order). The
+        ``battery`` list gives an instance seen through a wide vocabulary with the V its verifier
+        sees; the ranges count its small n.
 
     Raises
     ------
@@ -105,13 +107,14 @@ def covered_sizes(battery: list[BatteryInstance], budget: str, single_draft: boo
         An unknown budget.
     """
     bat = [(bi.instance.n, bi.instance.L, bi.K) for bi in battery]
+    shown = [(bi.V, bi.instance.L, bi.K) for bi in battery]
     found = list(sizes(budget, single_draft))
     every = bat + found
     return {
         "n": (min(s[0] for s in every), max(s[0] for s in every)),
         "L": (min(s[1] for s in every), max(s[1] for s in every)),
         "K": (min(s[2] for s in every), max(s[2] for s in every)),
-        "battery": bat,
+        "battery": shown,
         "search": found,
     }
 

@@ -2,7 +2,10 @@
 
 Every battery instance is small enough that its laws can be enumerated (vocabulary 2-5, draft
 length 1-5) and is built in exact rationals (its float64 copy is what the verifier sees at the
-statistical level). The kinds, each aimed at a class of public bug (ECOSYSTEM.md, shipped as docs/project/ECOSYSTEM.md):
+statistical level); ``wide_vocab`` shows its 4 tokens to the verifier as ids 7, 256, 32,768 and
+32,999 of a vocabulary of 33,000 (:mod:`~spectr_gbv.validate.battery.wide`), so ids stored in
+8 or 16 bits break. The kinds, each aimed at a class of public bug (ECOSYSTEM.md, shipped as
+docs/project/ECOSYSTEM.md):
 
 ========================  ====  ====  ==  =================================================
 kind                       n     L    K   what it exercises
@@ -20,6 +23,8 @@ kind                       n     L    K   what it exercises
                                           tokens the target dislikes, so the root sees three
                                           or four sibling rejections and the residual
                                           changes at each (multi-draft interfaces only)
+``wide_vocab``             4     1    2   the 4 tokens are ids 7, 256, 32768, 32999 of V =
+                                          33,000: ids past 8 and 16 bits (uint8, int16)
 ========================  ====  ====  ==  =================================================
 
 Chain and Hugging Face verifiers are single-draft: their battery uses K = 1 and leaves out the
@@ -33,7 +38,9 @@ This package's face holds the battery itself (the kinds, :func:`default_battery`
   and :func:`~spectr_gbv.validate.battery.instance.instance_from_spec`;
 * :mod:`~spectr_gbv.validate.battery.rows` - the rational rows the kinds are built from;
 * :mod:`~spectr_gbv.validate.battery.tables` - :class:`~spectr_gbv.validate.battery.tables.Tables`,
-  vectorised sampling on an instance.
+  vectorised sampling on an instance;
+* :mod:`~spectr_gbv.validate.battery.wide` - :class:`~spectr_gbv.validate.battery.wide.VocabEmbedding`,
+  a small instance seen through a wide vocabulary.
 
 Import rule: imports ``core`` only; every subpackage above the interfaces may import it.
 """
@@ -48,9 +55,10 @@ import numpy as np
 
 from spectr_gbv.core.instance import Instance
 from spectr_gbv.core.tabular import TabularAR
-from spectr_gbv.validate.battery.instance import BatteryInstance, instance_from_spec
+from spectr_gbv.validate.battery.instance import BatteryInstance, battery_instance_from_spec, instance_from_spec
 from spectr_gbv.validate.battery.rows import DEEP_RESIDUAL_ROW, _deep_rows, _dirichlet, _model, _softmax, _tied_rows
 from spectr_gbv.validate.battery.tables import Tables
+from spectr_gbv.validate.battery.wide import VocabEmbedding
 
 #: Battery kinds in run order.
 KINDS: tuple[str, ...] = (
@@ -62,6 +70,7 @@ KINDS: tuple[str, ...] = (
     "long_block",
     "tied_ratios",
     "wide_tree",
+    "wide_vocab",
 )
 #: Number of drafts K of each kind for multi-draft (generic) interfaces.
 KIND_K: dict[str, int] = {
@@ -73,9 +82,18 @@ KIND_K: dict[str, int] = {
     "long_block": 2,
     "tied_ratios": 3,
     "wide_tree": 4,
+    "wide_vocab": 2,
 }
 #: Kinds left out of single-draft batteries (chain, hf): they test what only K > 1 shows.
 MULTI_DRAFT_KINDS: tuple[str, ...] = ("wide_tree",)
+#: ``wide_vocab``: the verifier sees its 4 tokens as these ids of a vocabulary of :data:`WIDE_VOCAB_SIZE`
+#: (one below 256, the first ids past 8 bits and past 15 bits, the last id).
+WIDE_VOCAB_IDS: tuple[int, ...] = (7, 256, 32768, 32999)
+#: ``wide_vocab``: the vocabulary size the verifier sees (past 32,768, the int16 range).
+WIDE_VOCAB_SIZE = 33000
+#: ``wide_vocab``'s law tests are planned against this TV error when the budget's is smaller: each
+#: iteration carries rows of 33,000 floats, and the id bugs it targets move its law by far more.
+WIDE_VOCAB_TV = 0.1
 
 
 def _build(kind: str, K: int) -> BatteryInstance:
@@ -134,6 +152,12 @@ def _build(kind: str, K: int) -> BatteryInstance:
         p_rows, q_rows = _deep_rows(rng, n, L)
         p = TabularAR(n, p_rows, depth=L, name="target")
         q = TabularAR(n, q_rows, depth=L - 1, name="draft")
+    elif kind == "wide_vocab":
+        n, L = len(WIDE_VOCAB_IDS), 1
+        p = _model(n, L, lambda _: _dirichlet(rng, n, 2.0), den, "target")
+        q = _model(n, L - 1, lambda _: _dirichlet(rng, n, 2.0), den, "draft")
+        inst = Instance(p, q, L, name=f"battery:{kind}")
+        return BatteryInstance(kind, inst, K, VocabEmbedding(WIDE_VOCAB_IDS, WIDE_VOCAB_SIZE))
     else:
         raise ValueError(f"kind: unknown battery kind {kind!r}; valid: {', '.join(KINDS)}")
     inst = Instance(p, q, L, name=f"battery:{kind}")
@@ -227,8 +251,13 @@ __all__ = [
     "KINDS",
     "KIND_K",
     "MULTI_DRAFT_KINDS",
+    "WIDE_VOCAB_IDS",
+    "WIDE_VOCAB_SIZE",
+    "WIDE_VOCAB_TV",
     "BatteryInstance",
     "Tables",
+    "VocabEmbedding",
+    "battery_instance_from_spec",
     "default_battery",
     "instance_from_spec",
     "user_battery",

@@ -36,6 +36,14 @@ import numpy as np
 
 from spectr_gbv.simulate.exact import DraftTable, validity_defect
 from spectr_gbv.validate.battery.instance import BatteryInstance
+from spectr_gbv.validate.checks.diagnosis import (
+    CANDIDATES_MULTI,
+    CANDIDATES_SINGLE,
+    LOCI,
+    ORDER_CANDIDATES,
+    accepted_length_law,
+    ordered_length_law,
+)
 from spectr_gbv.validate.checks.reference import differs_wording
 from spectr_gbv.validate.interfaces.adapter import Adapter
 from spectr_gbv.validate.reference_variants import reference_verifier
@@ -90,6 +98,30 @@ def _check_law(law: Any, drafts: np.ndarray, n: int, exact: bool) -> dict[tuple[
     return out
 
 
+def _narrow(law: dict[tuple[int, ...], Any], vocab: Any) -> dict[tuple[int, ...], Any]:
+    """A law in a wide vocabulary's ids read back in the small instance's tokens.
+
+    Raises
+    ------
+    ExactUnavailable
+        An output holds an id outside the instance's support (the statistical level's
+        structural checks judge it).
+    """
+    if vocab is None:
+        return law
+    out = {}
+    for o, v in law.items():
+        small = tuple(int(t) for t in vocab.narrow_ids(np.array(o, dtype=np.int64)))
+        if any(t < 0 for t in small):
+            raise ExactUnavailable(f"outcome_law gave output {o}, an id outside the instance's support")
+        out[small] = out.get(small, 0) + v
+    return out
+
+
+def _cap(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
 def _tv(a: Mapping[tuple[int, ...], Any], b: Mapping[tuple[int, ...], Any]) -> Any:
     keys = set(a) | set(b)
     return sum(abs(a.get(k, 0) - b.get(k, 0)) for k in keys) / 2
@@ -111,9 +143,22 @@ def _differs(reference: str, acceptance: bool, num_drafts: int) -> str:
 
 
 def declared_law(
-    law_fn: Callable[..., Any], bi: BatteryInstance, adapter: Adapter, reference: str | None
+    law_fn: Callable[..., Any],
+    bi: BatteryInstance,
+    adapter: Adapter,
+    reference: str | None,
+    kernels_out: list[Any] | None = None,
 ) -> tuple[dict[tuple[int, ...], Any], bool, dict[str, Any] | None]:
     """Average the declared law over every ordered K-tuple of drafts.
+
+    An instance seen through a wide vocabulary (``bi.vocab``) is handed to ``outcome_law`` in
+    its ids and width, in float64 (rows of V Fractions would make every call slow); the law is
+    read back in the small instance's tokens.
+
+    Parameters
+    ----------
+    kernels_out : list, optional
+        Filled with ``(drafts [K, L] int64, weight, law given those drafts)`` per ordered tuple.
 
     Returns
     -------
@@ -135,27 +180,34 @@ def declared_law(
     if m**K > MAX_TUPLES:
         raise ExactUnavailable(f"{m**K} draft tuples exceed the limit {MAX_TUPLES}")
     ref = reference_verifier(reference) if reference else None
-    state = {"exact": inst.exact}
+    state = {"exact": inst.exact and bi.vocab is None}  # wide rows: float64 (Fractions of width V are slow)
+
+    vocab = bi.vocab
+
+    def shown(rows: np.ndarray) -> np.ndarray:
+        return rows if vocab is None else vocab.widen_rows(rows)
 
     def one(row: tuple[int, ...]) -> dict[tuple[int, ...], Any]:
         idx = list(row)
-        d = table.tokens[idx]
+        d = table.tokens[idx] if vocab is None else vocab.widen_ids(table.tokens[idx])
         if state["exact"]:
             try:
-                return _check_law(law_fn(d, table.draft_rows[idx], table.target_rows[idx]), d, inst.n, True)
+                law = law_fn(d, shown(table.draft_rows[idx]), shown(table.target_rows[idx]))
+                return _narrow(_check_law(law, d, bi.V, True), vocab)
             except ExactUnavailable:
                 raise
             except Exception:  # noqa: BLE001 - retry in float64 below
                 state["exact"] = False
         try:
-            raw = law_fn(d, ftable.draft_rows[idx], ftable.target_rows[idx])
+            raw = law_fn(d, shown(ftable.draft_rows[idx]), shown(ftable.target_rows[idx]))
         except Exception as exc:  # noqa: BLE001
             raise ExactUnavailable(f"outcome_law raised {type(exc).__name__}: {exc}".splitlines()[0]) from exc
-        return _check_law(raw, d, inst.n, False)
+        return _narrow(_check_law(raw, d, bi.V, False), vocab)
 
-    def job() -> tuple[dict[tuple[int, ...], Any], dict[str, Any] | None, bool]:
+    def job() -> tuple[dict[tuple[int, ...], Any], dict[str, Any] | None, bool, list[Any]]:
         law: dict[tuple[int, ...], Any] = {}
         worst: dict[str, Any] | None = None
+        kernels: list[Any] = []
         for row in itertools.product(range(m), repeat=K):
             adapter.guard.tick()
             kern = one(row)
@@ -165,6 +217,7 @@ def declared_law(
                 if exact
                 else float(np.prod([float(ftable.probs[i]) for i in row]))
             )
+            kernels.append((row, w, kern))
             for o, v in kern.items():
                 law[o] = law.get(o, 0) + w * v
             if ref is not None:
@@ -178,12 +231,100 @@ def declared_law(
                         "tv": tv,
                         "stop_tv": _stop_tv(kern, rlaw, L),
                     }
-        return law, worst, state["exact"]  # state too: the job may run in a forked worker
+        return law, worst, state["exact"], kernels  # state too: the job may run in a forked worker
 
-    law, worst, state["exact"] = adapter.guard.run(job)
+    law, worst, state["exact"], kernels = adapter.guard.run(job)
     if not state["exact"]:
         law = {o: float(v) for o, v in law.items()}
+    if kernels_out is not None:
+        kernels_out[:] = [(table.tokens[list(row)], w, kern) for row, w, kern in kernels]
     return law, state["exact"], worst
+
+
+#: Largest number of sequences V^(L+1) :func:`explain_defect` looks through.
+MAX_EXPLAIN_CELLS = 4096
+
+
+def explain_defect(bi: BatteryInstance, law: Mapping[tuple[int, ...], Any], kernels: list[Any], exact: bool) -> str:
+    """Where a declared law's validity defect is largest: the sequence, its probabilities, the draft tuple.
+
+    The defect is the TV distance between "output, then fresh p" and p on V^(L+1) (THEORY.md
+    section 2); the sequence y of largest ``|P(y) - p(y)|`` is named with both probabilities
+    (Fractions when ``exact``), then the draft tuple d whose kernel moves it most in that
+    direction, ``w(d) (P(y | d) - p(y))``, with ``P(y | d)``.
+
+    Parameters
+    ----------
+    bi : BatteryInstance
+    law : mapping of output tuple to probability
+        The averaged law (the small instance's tokens).
+    kernels : list of (ndarray [K, L], weight, law given those drafts)
+        As :func:`declared_law` fills ``kernels_out``.
+    exact : bool
+        The law and weights are Fractions.
+
+    Returns
+    -------
+    str
+        One sentence (empty when V^(L+1) exceeds :data:`MAX_EXPLAIN_CELLS`).
+    """
+    inst = bi.instance
+    n, L = inst.n, inst.L
+    if n ** (L + 1) > MAX_EXPLAIN_CELLS:
+        return ""
+    target = inst.target if exact else inst.target.to_float()
+
+    def completed(kern: Mapping[tuple[int, ...], Any], y: tuple[int, ...]) -> Any:
+        return sum(
+            (v * target.prob(y[len(o) :], given=o) for o, v in kern.items() if y[: len(o)] == tuple(o)),
+            start=Fraction(0) if exact else 0.0,
+        )
+
+    best: tuple[Any, tuple[int, ...], Any, Any] | None = None
+    for y in itertools.product(range(n), repeat=L + 1):
+        got, want = completed(law, y), target.prob(y)
+        if best is None or abs(got - want) > best[0]:
+            best = (abs(got - want), y, got, want)
+    assert best is not None
+    _, y, got, want = best
+    sign = 1 if got > want else -1
+    vocab = bi.vocab
+
+    def shown(t: Any) -> list[Any]:
+        return np.asarray(t).tolist() if vocab is None else vocab.widen_ids(np.asarray(t)).tolist()
+
+    text = f"the sequence {shown(y)} gets probability {got} from 'output, then fresh p' against the target's {want}"
+    if kernels:
+        d, w, kern = max(kernels, key=lambda k: sign * k[1] * (completed(k[2], y) - want))
+        text += (
+            f"; the draft tuple {shown(d)} (probability {w}) moves it most: given those drafts it gets "
+            f"{completed(kern, y)}"
+        )
+    return text
+
+
+def exact_locus(bi: BatteryInstance, law: Mapping[tuple[int, ...], Any], reference: str | None) -> str:
+    """Which part of a lossy declared law is wrong, from its exact accepted-length law (a phrase of ``LOCI``).
+
+    The law of tau equal (to 1e-9) to a lossless candidate's (the named reference, else each
+    known one) points at the token drawn at the stop; equal to a candidate's run on drafts in
+    decreasing p/q, at the draft order; otherwise at the acceptance rule.
+    """
+    tau = np.zeros(bi.instance.L + 1)
+    for o, v in law.items():
+        tau[len(o) - 1] += float(v)
+    ref_ok = reference is not None and reference_verifier(reference).lossless
+    methods = (reference,) if ref_ok else (CANDIDATES_SINGLE if bi.K == 1 else CANDIDATES_MULTI)
+    for method in methods:
+        other = accepted_length_law(bi, method)
+        if other is not None and np.abs(other - tau).max() <= 1e-9:
+            return f"{LOCI['residual']}: the accepted-length law equals {method!r}'s exactly"
+    if bi.K > 1:
+        for method in (m for m in ORDER_CANDIDATES if not reference or m == reference.split(":")[0]):
+            other = ordered_length_law(bi, method)
+            if other is not None and np.abs(other - tau).max() <= 1e-9:
+                return f"{LOCI['draft_order']}: the accepted-length law equals {method!r}'s on drafts in decreasing p/q"
+    return f"{LOCI['acceptance']}: the accepted-length law differs from every lossless candidate's"
 
 
 def outcome_law_checks(
@@ -202,8 +343,9 @@ def outcome_law_checks(
     laws: dict[str, dict[tuple[int, ...], Any]] = {}
     for bi in battery:
         name = f"exact_defect[{bi.label}]"
+        kernels: list[Any] = []
         try:
-            law, exact, worst = declared_law(law_fn, bi, adapter, reference)
+            law, exact, worst = declared_law(law_fn, bi, adapter, reference, kernels)
         except ExactUnavailable as exc:
             checks.append(
                 CheckResult(name, "exact", None, instance=bi.spec(), detail=f"exact level unavailable: {exc}")
@@ -222,8 +364,14 @@ def outcome_law_checks(
                 bool(ok),
                 statistic=float(defect),
                 instance=bi.spec(),
-                detail=f"validity defect of the declared outcome_law {kind}: {defect}"
-                + ("" if ok else " > 0: not lossless"),
+                detail=f"validity defect of the declared outcome_law {kind} on the battery instance {bi.label!r}: "
+                f"{defect}"
+                + (
+                    ""
+                    if ok
+                    else f" > 0: not lossless. {_cap(exact_locus(bi, law, reference))}; "
+                    + explain_defect(bi, law, kernels, exact)
+                ),
                 diagnosis="ok" if ok else "not_lossless",
             )
         )
@@ -254,9 +402,12 @@ __all__ = [
     "BISECTION_TOL",
     "CHAIN_TOL",
     "FLOAT_TOL",
+    "MAX_EXPLAIN_CELLS",
     "MAX_TUPLES",
     "ExactUnavailable",
     "declared_law",
+    "exact_locus",
+    "explain_defect",
     "find_outcome_law",
     "outcome_law_checks",
 ]

@@ -38,7 +38,8 @@ import numpy as np
 from spectr_gbv.simulate.monte_carlo import g_test_power, iterations_for_power
 from spectr_gbv.validate.battery.instance import BatteryInstance
 from spectr_gbv.validate.battery.tables import Tables
-from spectr_gbv.validate.checks.statistical import POWER_TARGET, GTest, combine, g_test
+from spectr_gbv.validate.checks.sampling import widen
+from spectr_gbv.validate.checks.statistical import POWER_TARGET, GTest, combine, g_test, planned_tv
 from spectr_gbv.validate.checks.structural import StructuralTally, classify
 from spectr_gbv.validate.interfaces.adapter import Adapter
 from spectr_gbv.validate.isolation.failures import VerifierRaised
@@ -197,6 +198,11 @@ def differs_wording(
     return text + "the law checks decide losslessness"
 
 
+def _shown(bi: BatteryInstance, output: tuple[int, ...]) -> list[int]:
+    """An output of the small instance in the ids the verifier sees (``bi.vocab``'s, when wide)."""
+    return list(output) if bi.vocab is None else bi.vocab.widen_ids(np.array(output)).tolist()
+
+
 def _raised_result(bi: BatteryInstance, err: VerifierRaised, drafts: np.ndarray, label: str) -> CheckResult:
     return CheckResult(
         f"reference_law[{bi.label}]",
@@ -243,16 +249,18 @@ def reference_checks(
         L = bi.instance.L
         tables = Tables(bi.float_instance)
         df = max(len(law) - 1, 1)
-        tv_ref = tv
+        tv_ref = planned_tv(bi, tv)
         N = iterations_for_power(df, alpha_test / 2, tv_ref, POWER_TARGET)
+        cap = 8192 if bi.vocab is None else bi.vocab.batch_cap(bi.K, L)
+        shown = widen(bi, drafts[None], *tables.rows(drafts[None]))[0][0]  # the drafts in the verifier's ids
         obs: dict[tuple[int, ...], int] = {}
         invalid = 0
         done = 0
         try:
             while done < N:
-                c = min(8192, N - done)
+                c = min(cap, N - done)
                 d = np.broadcast_to(drafts, (c, *drafts.shape)).copy()
-                q, p = tables.rows(d)
+                d, q, p = widen(bi, d, *tables.rows(d))
                 em = adapter.emit(d, q, p, rng)
                 problems = classify(em, d, p)
                 if tally is not None:
@@ -260,14 +268,15 @@ def reference_checks(
                 invalid += len(problems)
                 ok = np.ones(c, dtype=bool)
                 ok[list(problems)] = False
-                toks, lens = em.tokens[ok], em.lengths[ok]
+                toks = em.tokens[ok] if bi.vocab is None else bi.vocab.narrow_ids(em.tokens[ok])
+                lens = em.lengths[ok]
                 codes, counts = np.unique(np.concatenate([toks, lens[:, None]], axis=1), axis=0, return_counts=True)
                 for row, cnt in zip(codes.tolist(), counts.tolist(), strict=True):
                     o = tuple(row[: row[-1]])
                     obs[o] = obs.get(o, 0) + cnt
                 done += c
         except VerifierRaised as err:
-            out.append(_raised_result(bi, err, drafts, law_name))
+            out.append(_raised_result(bi, err, shown, law_name))
             continue
         full, stop, given = _stop_and_token_tests(obs, law, L)
         pval = min(1.0, 2 * min(stop.p_value, given.p_value))
@@ -292,7 +301,7 @@ def reference_checks(
             why = ""
         n_obs = int(sum(obs.values()))
         top = sorted(law.items(), key=lambda kv: -kv[1])[:6]
-        compare = ", ".join(f"{list(o)}: {obs.get(o, 0) / max(n_obs, 1):.4f} vs {v:.4f}" for o, v in top)
+        compare = ", ".join(f"{_shown(bi, o)}: {obs.get(o, 0) / max(n_obs, 1):.4f} vs {v:.4f}" for o, v in top)
         out.append(
             CheckResult(
                 f"reference_law[{bi.label}]",
@@ -302,10 +311,10 @@ def reference_checks(
                 p_value=pval,
                 sample_size=N,
                 power=g_test_power(N, df, alpha_test / 2, tv_ref),
-                instance=bi.spec(drafts=drafts.tolist()),
+                instance=bi.spec(drafts=shown.tolist()),
                 detail=(
                     (f"{why[0].upper()}{why[1:]}. " if why else "")
-                    + f"{N} calls on the fixed drafts {drafts.tolist()} vs {law_name} "
+                    + f"{N} calls on the fixed drafts {shown.tolist()} vs {law_name} "
                     f"(stop-position law p = {stop.p_value:.3g}, tokens given the stop p = {given.p_value:.3g}; "
                     f"power against a conditional TV error of {tv_ref:g}); observed vs reference: {compare}"
                     + (f"; {invalid} invalid outputs" if invalid else "")

@@ -10,7 +10,7 @@ adversarial search test. Imports: battery, isolation, checks.structural, interfa
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -34,8 +34,9 @@ class Samples:
     bi : BatteryInstance
     tables : Tables
     drafts : ndarray, shape [N, K, L], int64
+        Tokens of ``bi.instance`` (a wide instance's ids mapped back to its small vocabulary).
     tokens : ndarray, shape [N, L+1], int64
-        Emitted tokens left-aligned, -1 after.
+        Emitted tokens left-aligned, -1 after (same vocabulary as ``drafts``).
     lengths : ndarray, shape [N], int64
     completed : ndarray, shape [N], int64
         Base-n index of "output, then fresh p" in V^{L+1}.
@@ -47,6 +48,15 @@ class Samples:
         Batches dropped because the verifier raised.
     first_error : VerifierRaised or None
         The first of those exceptions.
+    stopped_at : tuple of (int, int, int) or None
+        Set by a sequential collection that stopped early: (the 1-based look, the looks
+        planned, the iterations planned).
+    diagnosis_samples : Samples or None
+        These samples plus more drawn after an early stop, for a diagnosis that the stopped
+        samples left inconclusive (the law tests keep to the stopped samples).
+    zero_token_lengths : ndarray, shape [M], int64
+        Emitted lengths of the outputs excluded for a token of target probability 0 only (their
+        accepted prefix is a draft's: the accepted-length law counts them).
     """
 
     bi: BatteryInstance
@@ -59,6 +69,14 @@ class Samples:
     invalid: int
     raised: int = 0
     first_error: VerifierRaised | None = None
+    stopped_at: tuple[int, int, int] | None = None
+    diagnosis_samples: Samples | None = None
+    zero_token_lengths: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+    @property
+    def all_lengths(self) -> np.ndarray:
+        """Emitted lengths of the valid outputs and of those excluded for a zero-probability token only."""
+        return np.concatenate([self.lengths, self.zero_token_lengths])
 
 
 def collect(
@@ -90,23 +108,27 @@ def collect(
     tables = tables or (into.tables if into is not None else Tables(bi.float_instance))
     L, K = bi.instance.L, bi.K
     workers = max(1, int(getattr(adapter.guard, "workers", 1) or 1))
+    cap = BATCH if bi.vocab is None else min(BATCH, bi.vocab.batch_cap(K, L))
     parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     invalid = 0
     done = 0
     raised, first_error, in_a_row = 0, None, 0
+    zero_lengths: list[np.ndarray] = [np.zeros(0, dtype=np.int64)]
     while done < num and in_a_row < 3:
         # one group of up to `workers` batches, run concurrently; each batch has its own rng
         # (derived in order from ``rng``), so the outputs do not depend on the number of workers
         group = []
+        small = []
         for _ in range(workers):
             if done >= num:
                 break
-            c = min(BATCH, max(1, -(-(num - done) // (workers - len(group)))))
+            c = min(cap, max(1, -(-(num - done) // (workers - len(group)))))
             drafts = tables.sample_drafts(c, K, rng)
             q, p = tables.rows(drafts)
-            group.append((drafts, q, p, np.random.default_rng(int(rng.integers(0, 2**63)))))
+            small.append(drafts)
+            group.append((*widen(bi, drafts, q, p), np.random.default_rng(int(rng.integers(0, 2**63)))))
             done += c
-        for (drafts, _, p, _), em in zip(group, _emit_group(adapter, group), strict=True):
+        for (drafts, _, p, _), em, d_small in zip(group, _emit_group(adapter, group), small, strict=True):
             if isinstance(em, VerifierRaised):
                 raised += 1
                 in_a_row += 1
@@ -120,15 +142,20 @@ def collect(
             if problems:
                 ok[list(problems)] = False
                 invalid += len(problems)
-            parts.append((drafts[ok], em.tokens[ok], em.lengths[ok]))
+                zero = [b for b, (diag, _) in problems.items() if diag == "zero_probability_token"]
+                zero_lengths.append(em.lengths[zero])
+            tokens = em.tokens if bi.vocab is None else bi.vocab.narrow_ids(em.tokens)
+            parts.append((d_small[ok], tokens[ok], em.lengths[ok]))
     drafts = np.concatenate([p[0] for p in parts]) if parts else np.zeros((0, K, L), dtype=np.int64)
     tokens = np.concatenate([p[1] for p in parts]) if parts else np.zeros((0, L + 1), dtype=np.int64)
     lengths = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0, dtype=np.int64)
     completed = tables.complete(np.maximum(tokens, 0), lengths, rng)
+    zeros = np.concatenate(zero_lengths).astype(np.int64)
     out = Samples(bi, tables, drafts, tokens, lengths, completed, num, invalid, raised, first_error)
+    out.zero_token_lengths = zeros
     if into is None:
         return out
-    return Samples(
+    merged = Samples(
         bi,
         tables,
         np.concatenate([into.drafts, drafts]),
@@ -140,6 +167,31 @@ def collect(
         into.raised + raised,
         into.first_error or first_error,
     )
+    merged.zero_token_lengths = np.concatenate([into.zero_token_lengths, zeros])
+    return merged
+
+
+def widen(
+    bi: BatteryInstance, drafts: np.ndarray, q: np.ndarray, p: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The arrays the verifier sees: ``(drafts, q, p)`` in the ids and width of ``bi.vocab`` (unchanged without one).
+
+    Parameters
+    ----------
+    bi : BatteryInstance
+    drafts : ndarray, shape [B, K, L], int64
+        Tokens of the small instance.
+    q, p : ndarray, shapes [B, K, L, n] and [B, K, L+1, n], float64
+        Rows of the small instance.
+
+    Returns
+    -------
+    (ndarray, ndarray, ndarray)
+        Drafts [B, K, L] int64 in vocabulary ids, rows [..., V] float64 (zero outside the ids).
+    """
+    if bi.vocab is None:
+        return drafts, q, p
+    return bi.vocab.widen_ids(drafts), bi.vocab.widen_rows(q), bi.vocab.widen_rows(p)
 
 
 def _emit_group(adapter: Adapter, group: list[tuple[Any, ...]]) -> list[Any]:
@@ -170,4 +222,4 @@ def _emit_group(adapter: Adapter, group: list[tuple[Any, ...]]) -> list[Any]:
     return out
 
 
-__all__ = ["BATCH", "Samples", "collect"]
+__all__ = ["BATCH", "Samples", "collect", "widen"]

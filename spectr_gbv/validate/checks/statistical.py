@@ -40,8 +40,9 @@ from spectr_gbv.simulate.monte_carlo import GTest, g_test_power, iterations_for_
 from spectr_gbv.simulate.monte_carlo import combine_g_tests as combine
 from spectr_gbv.simulate.monte_carlo import pooled_g_test as g_test
 from spectr_gbv.theory import bounds, lp
+from spectr_gbv.validate.battery import WIDE_VOCAB_TV
 from spectr_gbv.validate.battery.instance import BatteryInstance
-from spectr_gbv.validate.checks.diagnosis import _key, diagnose
+from spectr_gbv.validate.checks.diagnosis import _key, diagnose, locus_of
 from spectr_gbv.validate.checks.sampling import Samples, collect
 from spectr_gbv.validate.checks.structural import StructuralTally
 from spectr_gbv.validate.interfaces.adapter import Adapter
@@ -56,13 +57,22 @@ TV_BY_BUDGET: dict[str, float] = {"quick": 0.05, "standard": 0.02, "thorough": 0
 
 
 # ---------------------------------------------------------------------------- tests
+def planned_tv(bi: BatteryInstance, tv: float) -> float:
+    """The TV error ``bi``'s law tests are planned against: ``tv``, or at least
+    :data:`~spectr_gbv.validate.battery.WIDE_VOCAB_TV` for an instance seen through a wide vocabulary
+    (every iteration carries rows of V floats)."""
+    return max(tv, WIDE_VOCAB_TV) if bi.vocab is not None else tv
+
+
 def sample_size(bi: BatteryInstance, alpha_test: float, tv: float) -> int:
     """Iterations for power :data:`POWER_TARGET` against TV ``tv`` on V^{L+1} at ``alpha_test``.
 
     The degrees of freedom are those of the test as run: cells of expected count below 5 at
     that sample size are pooled into one (iterated until stable). The guarantee is against a
     TV error on the pooled partition; the pooled cells hold at most ``5 * cells / N`` of mass.
+    An instance seen through a wide vocabulary is planned at :func:`planned_tv`.
     """
+    tv = planned_tv(bi, tv)
     p = np.asarray(bi.float_instance.target.joint(bi.instance.L + 1), dtype=np.float64).reshape(-1)
     p = p[p > 0]
     df = max(len(p) - 1, 1)
@@ -83,6 +93,11 @@ def sample_size(bi: BatteryInstance, alpha_test: float, tv: float) -> int:
 LOOKS: tuple[tuple[float, float], ...] = ((0.125, 0.0625), (0.25, 0.0625), (0.5, 0.125), (1.0, 0.75))
 
 
+def diagnosis_size(bi: BatteryInstance, alpha_test: float, tv: float) -> int:
+    """Iterations for the accepted-length test (L + 1 cells) to have power :data:`POWER_TARGET` against ``tv``."""
+    return iterations_for_power(max(bi.instance.L, 1), alpha_test, tv, POWER_TARGET)
+
+
 def final_alpha(alpha_test: float) -> float:
     """The level of the last look of :data:`LOOKS` (what the planned sample size is powered at)."""
     return alpha_test * LOOKS[-1][1]
@@ -95,11 +110,25 @@ def collect_sequential(
     rng: np.random.Generator,
     alpha_test: float,
     tally: StructuralTally | None = None,
+    *,
+    reference: str | None = None,
+    tv: float | None = None,
 ) -> tuple[Samples, int, float]:
     """Collect up to ``num`` iterations in the looks of :data:`LOOKS`, stopping at the first rejection.
 
     At look k the end-to-end and positional tests run on all samples so far at level
-    ``alpha_test * share_k``; a rejection stops the collection.
+    ``alpha_test * share_k``; a rejection stops the collection. When ``tv`` is given and the
+    diagnosis of that rejection is inconclusive on the stopped samples (too few to say whether
+    the accepted-length law matches a lossless algorithm's), more iterations are drawn, up to
+    :func:`diagnosis_size` and at most ``num`` in all, into ``Samples.diagnosis_samples``: the
+    diagnosis uses them, the law tests keep to the stopped samples.
+
+    Parameters
+    ----------
+    reference : str, optional
+        The named reference (the diagnosis's candidate).
+    tv : float, optional
+        The budget's TV error (the diagnosis's power is stated against it).
 
     Returns
     -------
@@ -121,6 +150,12 @@ def collect_sequential(
         if len(s.lengths) == 0 or (s.raised and len(s.lengths) < 0.5 * s.calls):
             return s, k, level
         if k < len(LOOKS) and min(end_to_end(s).p_value, positional(s)[0].p_value) < level:
+            s.stopped_at = (k, len(LOOKS), num)
+            if tv is not None:
+                planned = planned_tv(bi, tv)
+                more = min(num, diagnosis_size(bi, level, planned)) - len(s.lengths)
+                if more > 0 and locus_of(*diagnose(s, reference, level, False, planned)) == "inconclusive":
+                    s.diagnosis_samples = collect(adapter, bi, more, rng, tally, into=s)
             return s, k, level
     assert s is not None
     return s, len(LOOKS), alpha_test * LOOKS[-1][1]
@@ -243,9 +278,24 @@ def law_checks(
     e2e = end_to_end(s)
     pos, worst, per_pos = positional(s)
     failed = e2e.p_value < alpha_test or pos.p_value < alpha_test
-    diag, why = diagnose(s, reference, alpha_test, reuse_seen) if failed else ("ok", "")
-    power = g_test_power(N, max(e2e.df, 1), alpha_test, tv) if N else 0.0
+    tv = planned_tv(bi, tv)
+    ds = s.diagnosis_samples or s
+    diag, why = diagnose(ds, reference, alpha_test, reuse_seen, tv) if failed else ("ok", "")
+    if failed and ds is not s:
+        extra = len(ds.all_lengths) - len(s.all_lengths)
+        why += f" (diagnosed on {len(ds.all_lengths):,} outputs: {extra:,} more drawn after the stop)"
+    power: float | None = g_test_power(N, max(e2e.df, 1), alpha_test, tv) if N else 0.0
+    pos_power = g_test_power(N, max(pos.df, 1), alpha_test / (bi.instance.L + 1), tv) if N and pos.df else None
     inv = f"; {s.invalid} invalid outputs excluded (see the structural checks)" if s.invalid else ""
+    early = ""
+    if s.stopped_at is not None:  # a rejection at an early look is conclusive; the power belongs to the planned N
+        look, looks, planned = s.stopped_at
+        early = (
+            f"; stopped at look {look} of {looks} after {N:,} of the {planned:,} planned iterations on a rejection "
+            f"(p = {min(e2e.p_value, pos.p_value):.3g} < {alpha_test:.3g}): conclusive, the power "
+            "is that of the planned N"
+        )
+        power = pos_power = None
     out = [
         CheckResult(
             f"end_to_end_law[{bi.label}]",
@@ -258,7 +308,9 @@ def law_checks(
             instance=bi.spec(),
             detail=(
                 f"G-test of 'output, then fresh p' against p on V^{bi.instance.L + 1} ({e2e.cells} cells after "
-                f"pooling, df {e2e.df}) at level {alpha_test:.3g}; power {power:.4f} against TV {tv:g}{inv}"
+                f"pooling, df {e2e.df}) at level {alpha_test:.3g}"
+                + (early or f"; power {power:.4f} against TV {tv:g}")
+                + inv
                 + (f". {why[0].upper()}{why[1:]}" if failed and e2e.p_value < alpha_test else "")
             ),
             diagnosis=diag if e2e.p_value < alpha_test else "ok",
@@ -273,11 +325,12 @@ def law_checks(
             statistic=pos.g,
             p_value=pos.p_value,
             sample_size=N,
-            power=g_test_power(N, max(pos.df, 1), alpha_test / (bi.instance.L + 1), tv) if N and pos.df else None,
+            power=pos_power,
             instance=bi.spec(),
             detail=(
                 f"token at position j+1 given the output reaches it with prefix x^j vs p(.|x^j), per position "
                 f"({pos_detail}); worst j = {worst}, p-value Bonferroni-adjusted over {bi.instance.L + 1} positions"
+                + early
                 + (f". {why[0].upper()}{why[1:]}" if failed and pos.p_value < alpha_test else "")
             ),
             diagnosis=diag if pos.p_value < alpha_test else "ok",
@@ -292,10 +345,12 @@ __all__ = [
     "POWER_TARGET",
     "TV_BY_BUDGET",
     "collect_sequential",
+    "diagnosis_size",
     "efficiency",
     "end_to_end",
     "final_alpha",
     "law_checks",
+    "planned_tv",
     "positional",
     "sample_size",
 ]

@@ -4,8 +4,9 @@ Order of a run (each phase reports, none crashes the harness):
 
 1. **runs**: a first batch on the first battery instance (numpy arrays; torch tensors when
    numpy raises). A verifier that raises or hangs there gets one failed check and nothing else.
-2. **structural probes**: determinism, -1 placeholder ids, coins of exactly 0, an all-zero
-   residual, a NaN target row, and (chain) whether corrections reuse the deciding uniform.
+2. **structural probes**: determinism, -1 placeholder ids, coins of exactly 0, all-zero
+   residuals (forced coins, and forcing-free rows run 20 times with ordinary randomness), a
+   NaN target row, and (chain) whether corrections reuse the deciding uniform.
 3. **exact level** (``level="exact"``): declared ``outcome_law`` or, for chain verifiers, the
    law located by bisection of the uniforms; falls back to 4 when unavailable (noted).
 4. **statistical level**: sampled battery, end-to-end and positional G-tests, E[tau] vs bounds.
@@ -117,8 +118,8 @@ def validate(
         pair, a :class:`~spectr_gbv.validate.battery.instance.BatteryInstance`, or a list of them (K
         defaults to 2, or 1 for chain/hf).
     probes : bool
-        Run the fixed robustness probes (placeholder ids, a zero coin, an all-zero residual,
-        a NaN target row; chain: uniform reuse). False tests only the instances (and the
+        Run the fixed robustness probes (placeholder ids, a zero coin, all-zero residuals
+        forced and forcing-free, a NaN target row; chain: uniform reuse). False tests only the instances (and the
         determinism check on the first), e.g. in a property test whose examples are instances;
         the report notes what was skipped.
     search : bool

@@ -21,7 +21,7 @@ from spectr_gbv.validate.harness.phase_exact import REFERENCE_TV_FACTOR, ExactOu
 from spectr_gbv.validate.harness.state import _LAW_CHECKS, _Run
 from spectr_gbv.validate.harness.support import search_sizes
 from spectr_gbv.validate.isolation.failures import VerifierFailure
-from spectr_gbv.validate.probes import coin_probes, input_probes
+from spectr_gbv.validate.probes import coin_probes, free_probes, input_probes
 from spectr_gbv.validate.report.results import CheckResult
 
 
@@ -81,12 +81,18 @@ def _phases(
         run.add(
             run.guarded("degenerate residual probe", None, coin_probes.check_degenerate_residual, adapter, K0, seed)
         )
+        run.add(run.guarded("covering drafts probe", None, coin_probes.check_covering_drafts, adapter, K0, seed))
+        for res in run.guarded("forcing-free probes", None, free_probes.check_degenerate_rows, adapter, K0, seed) or []:
+            run.add(res)
         run.add(run.guarded("NaN probe", None, coin_probes.check_nan_row, adapter, K0, seed))
         if adapter.family == "chain":
             res, run.reuse_seen = coin_probes.check_uniform_reuse(adapter, seed)
             run.add(res)
     else:
-        report.notes.append("probes skipped (probes=False): placeholder ids, zero coin, all-zero residual, NaN row")
+        report.notes.append(
+            "probes skipped (probes=False): placeholder ids, zero coin, all-zero residuals (forced and forcing-free), "
+            "NaN row"
+        )
     report.checks = [c for c in report.checks if c is not None]
 
     # significance plan
@@ -135,6 +141,8 @@ def _phases(
             rng,
             alpha_test,
             run.tally,
+            reference=reference,
+            tv=tv,
         )
         if out is None:
             continue

@@ -38,11 +38,26 @@ def make_guard(time_limit_s: float, isolation: str | None, workers: int | None) 
 def sizes_covered(
     battery: list[BatteryInstance], budget: str, single_draft: bool, search: bool
 ) -> dict[str, list[int]]:
-    """Ranges of n (vocabulary), L and K over the battery and, when it ran, the search sizes."""
+    """Ranges of n (vocabulary), L and K over the battery and, when it ran, the search sizes.
+
+    Returns
+    -------
+    dict
+        ``{"n": [min, max], "L": [min, max], "K": [min, max]}`` over the instances whose every
+        token id is tested; with an instance seen through a wide vocabulary
+        (:mod:`~spectr_gbv.validate.battery.wide`) also ``"vocab_size"`` (the largest such V,
+        as ``[V, V]``) and ``"vocab_ids"`` (the ids its mass is on).
+    """
     sizes = [(bi.instance.n, bi.instance.L, bi.K) for bi in battery]
     if search:
         sizes += list(search_sizes(budget, single_draft))
-    return {key: [min(s[i] for s in sizes), max(s[i] for s in sizes)] for i, key in enumerate(("n", "L", "K"))}
+    out = {key: [min(s[i] for s in sizes), max(s[i] for s in sizes)] for i, key in enumerate(("n", "L", "K"))}
+    wide = [bi for bi in battery if bi.vocab is not None]
+    if wide:
+        widest = max(wide, key=lambda bi: bi.V)
+        out["vocab_size"] = [widest.V, widest.V]
+        out["vocab_ids"] = list(widest.vocab.ids) if widest.vocab is not None else []
+    return out
 
 
 def search_sizes(budget: str, single_draft: bool) -> tuple[tuple[int, int, int], ...]:

@@ -184,7 +184,8 @@ class Adapter:
             vals += [None] * (6 - len(vals))
         if not isinstance(vals[3], np.random.Generator):
             raise ValueError(f"emit_many: rng must be a numpy.random.Generator, got {type(vals[3]).__name__}")
-        return tuple(np.asarray(v) if i < 3 else v for i, v in enumerate(vals))
+        # asanyarray: the battery's wide rows (battery.wide.CompactRows) pickle as their few columns
+        return tuple(np.asanyarray(v) if i < 3 else v for i, v in enumerate(vals))
 
     def _emit_local(
         self,

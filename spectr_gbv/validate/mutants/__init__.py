@@ -72,6 +72,12 @@ from spectr_gbv.validate.mutants.correct import (
     correct_sd_chain,
 )
 from spectr_gbv.validate.mutants.coverage_bugs import multipath_tie_mismatch, rrs_lagged_target, rrs_two_residual_slots
+from spectr_gbv.validate.mutants.diagnosis_bugs import (
+    COIN_GRID,
+    coarse_coin,
+    rrs_ratio_order,
+    rrs_unnormalised_acceptance,
+)
 from spectr_gbv.validate.mutants.draw_bugs import crashes_on_token_zero, crashes_on_zero_residual, tiled_cdf_drops_carry
 from spectr_gbv.validate.mutants.law_bugs import (
     GREEDY_REPORT_EPS,
@@ -81,6 +87,7 @@ from spectr_gbv.validate.mutants.law_bugs import (
     temperature_draft_only,
     topk_draft_raw_q,
 )
+from spectr_gbv.validate.mutants.robustness_bugs import ROBUSTNESS_MUTANTS
 from spectr_gbv.validate.mutants.uniform_bugs import (
     accepts_placeholder,
     accepts_placeholder_chain,
@@ -93,6 +100,7 @@ from spectr_gbv.validate.mutants.uniform_bugs import (
     zero_residual_oov,
     zero_residual_oov_chain,
 )
+from spectr_gbv.validate.mutants.vocab_bugs import int16_id_buffer, uint8_id_lookup
 
 #: Generic-interface mutants by name (ECOSYSTEM.md B1-B12), in the order of the bug-class table of docs/validate.md.
 MUTANTS: dict[str, GenericVerifier] = {
@@ -130,6 +138,22 @@ COVERAGE_MUTANTS: dict[str, GenericVerifier] = {
     "crashes_on_zero_residual": crashes_on_zero_residual,
 }
 
+#: Generic-interface mutants wrong in *which* tokens are accepted (the acceptance rule, the draft
+#: order), each with a ``locus`` attribute: the part of the verifier the diagnosis must name
+#: (:mod:`~spectr_gbv.validate.mutants.diagnosis_bugs`).
+DIAGNOSIS_MUTANTS: dict[str, GenericVerifier] = {
+    "rrs_unnormalised_acceptance": rrs_unnormalised_acceptance,
+    "rrs_ratio_order": rrs_ratio_order,
+    "coarse_coin": coarse_coin,
+}
+
+#: Generic-interface mutants that keep token ids in a narrow integer type: lossless for small ids,
+#: wrong from id 256 (uint8) or 32,768 (int16) (:mod:`~spectr_gbv.validate.mutants.vocab_bugs`).
+VOCAB_MUTANTS: dict[str, GenericVerifier] = {
+    "uint8_id_lookup": uint8_id_lookup,
+    "int16_id_buffer": int16_id_buffer,
+}
+
 #: Correct generic-interface verifiers built on :mod:`spectr_gbv.reference`.
 CORRECT: dict[str, GenericVerifier] = {"sd": correct_sd, "bv": correct_bv, "mdbv": correct_mdbv}
 
@@ -141,6 +165,8 @@ for _fn in (
     *MUTANTS.values(),
     *CHAIN_MUTANTS.values(),
     *COVERAGE_MUTANTS.values(),
+    *DIAGNOSIS_MUTANTS.values(),
+    *VOCAB_MUTANTS.values(),
     *CORRECT.values(),
     *CHAIN_CORRECT.values(),
 ):
@@ -150,16 +176,21 @@ del _fn
 __all__ = [
     "CHAIN_CORRECT",
     "CHAIN_MUTANTS",
+    "COIN_GRID",
     "CORRECT",
     "COVERAGE_MUTANTS",
+    "DIAGNOSIS_MUTANTS",
     "GREEDY_REPORT_EPS",
     "MUTANTS",
     "REQUEST_TEMPERATURE",
+    "ROBUSTNESS_MUTANTS",
     "TOPK_KEPT_MASS",
+    "VOCAB_MUTANTS",
     "accepts_placeholder",
     "accepts_placeholder_chain",
     "always_accept",
     "always_accept_chain",
+    "coarse_coin",
     "correct_bv",
     "correct_bv_chain",
     "correct_mdbv",
@@ -170,16 +201,20 @@ __all__ = [
     "greedy_draft_softmax_q",
     "hardcoded_zero_uniform",
     "hardcoded_zero_uniform_chain",
+    "int16_id_buffer",
     "multipath_tie_mismatch",
     "reused_uniform",
     "reused_uniform_chain",
+    "rrs_ratio_order",
     "rrs_lagged_target",
     "rrs_two_residual_slots",
+    "rrs_unnormalised_acceptance",
     "softmax_residual",
     "target_sample_or_ratio",
     "temperature_draft_only",
     "tiled_cdf_drops_carry",
     "topk_draft_raw_q",
+    "uint8_id_lookup",
     "zero_coin_accepts",
     "zero_coin_accepts_chain",
     "zero_residual_oov",

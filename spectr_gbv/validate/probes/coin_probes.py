@@ -3,13 +3,17 @@
 * ``zero_coin`` (B10, B12): a coin of exactly 0 on a draft token of target probability 0;
 * ``degenerate_residual`` (B5, B6): a rejection whose residual ``max(p - q, 0)`` is exactly 0;
   a valid input: the verifier must emit a valid token, and raising fails (``raises``);
+* ``covering_drafts`` (B5, B6): the same after drafts that cover the target's support (the
+  degenerate case of target-only tree verification, SGLang's);
 * ``nan_target_row`` (B5): a NaN target row, not a valid input: raising or a valid token pass,
   a NaN or out-of-vocabulary id is an advisory note;
 * ``uniform_reuse`` (B9, chain): whether the correction token depends on the uniform that
   decided the rejection.
 
-The coins are forced and confirmed by :mod:`spectr_gbv.validate.probes.runner`; when no forcing
-is confirmed the probe is inconclusive (``passed=None``), never a pass.
+The coins are forced by :mod:`spectr_gbv.validate.probes.runner` and searched for and confirmed
+by :mod:`spectr_gbv.validate.probes.search`; when no forcing is confirmed the probe is
+inconclusive (``passed=None``), never a pass. A failure under a forced coin carries the
+probability of that coin as its severity.
 """
 
 from __future__ import annotations
@@ -19,32 +23,45 @@ import dataclasses
 import numpy as np
 
 from spectr_gbv.validate.interfaces.adapter import Adapter
+from spectr_gbv.validate.interfaces.outputs import Emitted
 from spectr_gbv.validate.isolation.failures import VerifierFailure, VerifierTimedOut
 from spectr_gbv.validate.probes.runner import (
-    _candidates,
+    CONTROL_RATIO,
+    DEGENERATE_RATIO,
+    Forcing,
     _emit,
     _failed,
     _first_problem,
     _inconclusive,
+    _observed,
     _raised,
     _spec,
     _tile,
     _valid_tokens,
 )
+from spectr_gbv.validate.probes.search import find_forcing, forced_rejection, unavailable
 from spectr_gbv.validate.report.results import CheckResult
+
+#: A target row whose float32 cumulative sum is ``1 - 2**-23`` (float64 sum exactly 1), token 4 of
+#: probability 0: drafts of tokens 0-3 cover its support, and the largest float32 coin exceeds it.
+COVER_ROW: tuple[float, ...] = (0.5227033098782227, 0.04948726460709252, 0.04687085517956508, 0.38093857033511963, 0.0)
 
 
 def check_zero_coin(adapter: Adapter, K: int, seed: int) -> CheckResult:
     """B10/B12: a coin of exactly 0 must not accept a draft token of target probability 0.
 
-    Vocabulary 4, L = 2, every draft ``[3, 3]``; ``q = (0, 1/4, 1/4, 1/2)`` at every position.
-    Control: ``p = (0, 1/2 - 2**-32, 1/2 - 2**-32, 2**-31)``, so token 3 has ``p/q = 2**-30``
-    and its residual is 0: position 0 emits 3 only when the coin is below ``2**-30``. Each
-    forcing of ``runner._candidates`` (draw indices 0-3; chain: column 0, then every column) runs
-    the control on 2 rows; the first under which every row emits 3 first is confirmed. Probe:
-    ``p = (0, 1/2, 1/2, 0)`` with that forcing on 4 rows; a correct verifier rejects (every
-    ``u < 0`` is false) and draws 1 or 2 (a coin of 0 must not pick token 0, whose p and q are
-    0, at the inverse-CDF boundary). Both inputs are valid, so raising fails.
+    Vocabulary 4, L = 2, every draft ``[2, 2]``; ``q = (0, 1/4, 1/2, 1/4)`` at every position.
+    Control: ``p = (0, 1/2 - 2**-32, 2**-31, 1/2 - 2**-32)``, so token 2 has ``p/q = 2**-30`` and
+    its residual is 0: position 0 emits 2 only when the coin is below ``2**-30``. Token 2 sits
+    between tokens of positive mass, so no sampler reading an extreme uniform (an inverse CDF
+    from either end, an argmax over exponentials) picks it: a verifier that samples the target
+    and matches the draft never accepts it. The control runs first under ordinary coins on 4
+    rows (none may accept), then under the forcings of
+    :func:`~spectr_gbv.validate.probes.search.find_forcing` (2 rows each); the first under which
+    every row emits 2 first, with a dtype whose coin values explain which word patterns fired
+    (torch), is confirmed. Probe: ``p = (0, 1/2, 0, 1/2)`` with that forcing on 4 rows; a
+    correct verifier rejects (every ``u < 0`` is false) and draws 1 or 3. Both inputs are valid,
+    so raising fails. A failure's severity is the probability of the forced coin.
 
     Parameters
     ----------
@@ -59,72 +76,101 @@ def check_zero_coin(adapter: Adapter, K: int, seed: int) -> CheckResult:
         Pass, fail (``zero_probability_token``, ``raises``, ...; the instance holds the row
         and its coin), or inconclusive (``passed=None``) when no forcing is confirmed.
     """
-    name, L, x = "zero_coin", 2, 3
+    name, L, x = "zero_coin", 2, 2
     NC, B = 2, 4
-    q = _tile([0.0, 0.25, 0.25, 0.5], B, K, L)
-    pc = _tile([0.0, 0.5 - 2.0**-32, 0.5 - 2.0**-32, 2.0**-31], B, K, L + 1)
-    p = _tile([0.0, 0.5, 0.5, 0.0], B, K, L + 1)
+    q = _tile([0.0, 0.25, 0.5, 0.25], B, K, L)
+    pc = _tile([0.0, 0.5 - 2.0**-32, 2.0**-31, 0.5 - 2.0**-32], B, K, L + 1)
+    p = _tile([0.0, 0.5, 0.0, 0.5], B, K, L + 1)
     drafts = np.full((B, K, L), x, dtype=np.int64)
-    cands, why = _candidates(adapter, "zero")
-    tried: list[str] = []
-    calls = 0
     seed_c, seed_p = seed, seed + 1000
-    for f in cands:
-        what_c = f"control (a valid input: draft token {x} with p/q = 2**-30, coin forced to 0)"
+    what_c = f"control (a valid input: draft token {x} with p/q = 2**-30, coin forced to 0)"
+    why = unavailable(adapter)
+    if why:
+        return _inconclusive(name, _spec(name, drafts[0], q[0], p[0]), 0, why)
+    try:
+        em0, _ = _emit(adapter, drafts, q, pc, None, seed + 3000)
+    except VerifierFailure as err:
+        return _raised(name, err, _spec(name, drafts[0], q[0], pc[0]), "control with ordinary coins")
+    bad = _first_problem(em0, drafts, pc)
+    if bad is not None:
+        res = _failed(name, *bad, "control with ordinary coins", drafts, q, pc, B, None, seed + 3000, None)
+        return _observed(res, sum(_first_problem(em0, drafts, pc, range(b, b + 1)) is not None for b in range(B)), B)
+    runs: dict[Forcing, tuple[Emitted, np.ndarray | None] | VerifierFailure] = {}
+
+    def fires(f: Forcing) -> bool:
         try:
-            em, u = _emit(adapter, drafts[:NC], q[:NC], pc[:NC], f, seed_c)
+            runs[f] = _emit(adapter, drafts[:NC], q[:NC], pc[:NC], f, seed_c)
+        except VerifierTimedOut:
+            raise
         except VerifierFailure as err:
-            return _raised(name, err, _spec(name, drafts[0], q[0], pc[0], coin=f.spec(seed_c)), what_c)
-        calls += NC
-        bad = _first_problem(em, drafts, pc, range(NC))
-        if bad is not None:
-            return _failed(name, *bad, what_c, drafts, q, pc, calls, f, seed_c, u)
-        if not all(em.tokens[b, 0] == x for b in range(NC)):
-            tried.append(f.describe())
-            continue
-        what = f"draft token {x} of target probability 0 under a coin of 0"
-        try:
-            em, u = _emit(adapter, drafts, q, p, f, seed_p)
-        except VerifierFailure as err:
-            return _raised(name, err, _spec(name, drafts[0], q[0], p[0], coin=f.spec(seed_p)), what)
-        calls += B
-        bad = _first_problem(em, drafts, p)
-        if bad is not None:
-            return _failed(name, *bad, what, drafts, q, p, calls, f, seed_p, u)
-        return CheckResult(
-            name,
-            "robustness",
-            True,
-            sample_size=calls,
-            instance=_spec(name, drafts[0], q[0], p[0], coin=f.spec(seed_p)),
-            detail=(
-                f"{what}: all {B} outputs valid; coin confirmed: {f.describe()}, under which the control "
-                f"accepted its draft token of p/q = 2**-30 (tried {len(tried) + 1} forcing(s))"
-            ),
-        )
-    why = why or (
-        "the control's draft token of p/q = 2**-30 was rejected under every forcing tried: "
-        + "; ".join(tried)
-        + ". The forced draw was not confirmed as position 0's acceptance coin: the verifier draws that coin "
-        "elsewhere (its own generator), or draws other randomness first (a random draft order, for example)"
+            runs[f] = err
+            raise
+        em = runs[f][0]
+        return all(b not in em.problems and em.lengths[b] >= 1 and em.tokens[b, 0] == x for b in range(NC))
+
+    found = find_forcing(
+        adapter,
+        ("zero",),
+        fires,
+        any(em0.lengths[b] >= 1 and em0.tokens[b, 0] == x for b in range(B)),
+        {
+            "accept when u < p/q": lambda v: v < CONTROL_RATIO,
+            "reject when u <= 1 - p/q": lambda v: v > 1 - CONTROL_RATIO,
+        },
     )
-    return _inconclusive(name, _spec(name, drafts[0], q[0], p[0]), calls, why)
+    calls = B + NC * found.runs
+    f = found.forcing
+    if f is None:
+        return _inconclusive(name, _spec(name, drafts[0], q[0], p[0]), calls, found.why)
+    out = runs.get(dataclasses.replace(f, seen=None))
+    if isinstance(out, VerifierFailure):
+        return _raised(name, out, _spec(name, drafts[0], q[0], pc[0], coin=f.spec(seed_c)), what_c, f)
+    if out is not None:
+        bad = _first_problem(out[0], drafts, pc, range(NC))
+        if bad is not None:
+            return _failed(name, *bad, what_c, drafts, q, pc, calls, f, seed_c, out[1])
+    what = f"draft token {x} of target probability 0 under a coin of 0"
+    try:
+        em, u = _emit(adapter, drafts, q, p, f, seed_p)
+    except VerifierFailure as err:
+        return _raised(name, err, _spec(name, drafts[0], q[0], p[0], coin=f.spec(seed_p)), what, f)
+    calls += B
+    bad = _first_problem(em, drafts, p)
+    if bad is not None:
+        return _failed(name, *bad, what, drafts, q, p, calls, f, seed_p, u)
+    return CheckResult(
+        name,
+        "robustness",
+        True,
+        sample_size=calls,
+        instance=_spec(name, drafts[0], q[0], p[0], coin=f.spec(seed_p)),
+        detail=(
+            f"{what}: all {B} outputs valid; coin confirmed: {f.describe()}, under which the control accepted its "
+            f"draft token of p/q = 2**-30, which ordinary coins rejected ({found.runs} control run(s))"
+        ),
+    )
 
 
 def check_degenerate_residual(adapter: Adapter, K: int, seed: int) -> CheckResult:
     """B5/B6: a rejection whose residual max(p - q, 0) is all zero must still emit a valid token.
 
-    Vocabulary 3, L = 1. ``q = (2**-34, 2**-10, g)`` with ``g = 1 - 2**-10 - 2**-34`` (sum 1)
-    and ``p = (0, 2**-10 - 2**-31, g)`` (sum ``1 - 2**-31 - 2**-34``, within the input
-    tolerance 1e-9): a valid input, as arises when p and q nearly agree. Draft 0 is ``[1]``,
-    with ``p/q = 1 - 2**-21``: the largest coin (float64 ``1 - 2**-53``, float32 ``1 - 2**-24``)
-    rejects it, an ordinary coin accepts it with probability ``1 - 2**-21``. Drafts 1..K-1 are
-    ``[0]``, of target probability 0, which no correct verifier accepts (so a multi-draft
-    verifier cannot fall back on another draft). ``p <= q`` everywhere, so after the rejection
-    the residual is exactly 0 (in float64, and in float32 after rounding). Each forcing (draw
-    indices 0-3; chain: column 0, then every column) runs on 4 rows; the first under which every
-    row rejects is confirmed. Valid outputs: one token, 1 or 2 (target probability > 0).
-    Raising fails (``raises``); the detail says whether it needed the forced rejection.
+    Vocabulary 3, L = 1. ``q = (2**-34, 2**-25, g)`` with ``g = 1 - 2**-25 - 2**-34`` (sum 1)
+    and ``p = (0, 2**-25 - 2**-32, g)`` (sum ``1 - 2**-32 - 2**-34``, within the input
+    tolerance 1e-9): a valid input, as arises when p and q nearly agree. (``2**-25`` keeps the
+    residual all zero also after a float32 softmax of the log-probabilities, as the hf
+    interface computes it: both rows' normalisers round to 1.) Draft 0 is ``[1]``,
+    with ``p/q = 1 - 2**-7`` (:data:`~spectr_gbv.validate.probes.runner.DEGENERATE_RATIO`, exact in
+    every dtype): the largest coin of any dtype rejects it (bfloat16's is ``1 - 2**-8``), so does
+    a coin of 0 under ``reject when u <= 1 - p/q`` (LitGPT's orientation), and an ordinary coin
+    accepts it with probability ``1 - 2**-7``. Drafts 1..K-1 are ``[0]``, of target
+    probability 0, which no correct verifier accepts. ``p <= q`` everywhere (also after rounding
+    to float32 or bfloat16), so after the rejection the residual is exactly 0. The input runs
+    first with ordinary coins (4 rows: most must accept, or no forcing can be confirmed); then
+    :func:`~spectr_gbv.validate.probes.search.find_forcing` tries the largest coin, the largest
+    bfloat16 coin and the coin 0, each at the draws it searches, on 4 rows; a forcing under
+    which every row rejects (or the verifier raises) is narrowed to one draw and its dtype
+    confirmed. Valid outputs: one token, 1 or 2 (target probability > 0). Raising fails
+    (``raises``); the severity is the probability of the forced coin in the confirmed dtype.
 
     Parameters
     ----------
@@ -139,66 +185,73 @@ def check_degenerate_residual(adapter: Adapter, K: int, seed: int) -> CheckResul
         Pass, fail, or inconclusive (``passed=None``) when no forcing made the verifier reject.
     """
     name, L, x, B = "degenerate_residual", 1, 1, 4
-    g = 1.0 - 2.0**-10 - 2.0**-34
-    q = _tile([2.0**-34, 2.0**-10, g], B, K, L)
-    p = _tile([0.0, 2.0**-10 - 2.0**-31, g], B, K, L + 1)
+    r = DEGENERATE_RATIO
+    g = 1.0 - 2.0**-25 - 2.0**-34
+    q = _tile([2.0**-34, 2.0**-25, g], B, K, L)
+    p = _tile([0.0, 2.0**-25 * r, g], B, K, L + 1)
     drafts = np.zeros((B, K, L), dtype=np.int64)
     drafts[:, 0] = x
-    cands, why = _candidates(adapter, "max")
-    tried: list[str] = []
-    calls = 0
     what = (
-        f"a rejection with an all-zero residual (draft token {x} with p/q = 1 - 2**-21 under the largest coin, "
+        f"a rejection with an all-zero residual (draft token {x} with p/q = 1 - 2**-7 under a forced coin, "
         "other drafts of target probability 0; p <= q everywhere)"
     )
-    for f in cands:
-        spec = _spec(name, drafts[0], q[0], p[0], coin=f.spec(seed))
-        try:
-            em, u = _emit(adapter, drafts, q, p, f, seed)
-        except VerifierTimedOut as err:
-            return _raised(name, err, spec, what)
-        except VerifierFailure as err:
-            try:
-                _emit(adapter, drafts[:2], q[:2], p[:2], None, seed + 2000)
-            except VerifierFailure as err0:
-                return _raised(
-                    name,
-                    err0,
-                    spec,
-                    "raises on this valid input (rows summing to 1 - 5.2e-10) even with ordinary coins",
-                )
-            return _raised(
-                name,
-                err,
-                spec,
-                "crashes on an all-zero residual (a valid input: it arises when p and q nearly agree and the coin "
-                f"rejects; with ordinary coins, which accept, it runs; {f.describe()})",
-            )
-        calls += B
-        bad = _first_problem(em, drafts, p)
-        if bad is not None:
-            return _failed(name, *bad, what, drafts, q, p, calls, f, seed, u)
-        if any(em.lengths[b] == L + 1 for b in range(B)):  # accepted: the coin was not forced
-            tried.append(f.describe())
-            continue
-        return CheckResult(
-            name,
-            "robustness",
-            True,
-            sample_size=calls,
-            instance=spec,
-            detail=(
-                f"{what}: all {B} rows rejected and emitted a valid token; coin confirmed: {f.describe()} "
-                f"(tried {len(tried) + 1} forcing(s))"
-            ),
-        )
-    why = why or (
-        f"draft token {x} of p/q = 1 - 2**-21 was accepted under every forcing tried: "
-        + "; ".join(tried)
-        + ". The forced draw was not confirmed as position 0's acceptance coin: the verifier draws that coin "
-        "elsewhere (its own generator), or draws other randomness first (a random draft order, for example)"
+    predicates = {"accept when u < p/q": lambda v: v >= r, "reject when u <= 1 - p/q": lambda v: v <= 1.0 - r}
+    return forced_rejection(adapter, name, (drafts, q, p), what, ("max", "high", "zero"), predicates, seed)
+
+
+def check_covering_drafts(adapter: Adapter, K: int, seed: int) -> CheckResult:
+    """B5/B6: drafts that cover the target's support, rejected by the largest coin.
+
+    Vocabulary 3, L = 1; draft 0 is ``[0]``, drafts 1..K-1 ``[1]``; ``q = (1 - 2**-34, 2**-34, 0)``,
+    ``p = (1 - 2**-31, 0, 0)`` (a valid input: it sums to 1 within 1e-9, as a target that puts
+    all its mass on the drafted token up to rounding). Draft 0's token has ``p/q`` just below
+    ``1 - 2**-31 + 2**-34`` and ``p(0) = 1 - 2**-31``: a verifier comparing its coin with ``p/q``
+    or, as SGLang's target-only tree verification does, with the cumulative target probability
+    of the drafted tokens, rejects only a coin above them (the largest float64 or float32 coin),
+    and then every token of positive target probability has been drafted: the residual is all
+    zero. The only valid output is ``[0]`` (tokens 1 and 2 have target probability 0). Forced
+    as in :func:`check_degenerate_residual` (the largest coin, then 0 for the orientation
+    ``reject when u <= 1 - p/q``); inconclusive when no forcing rejects (bfloat16 rounds the
+    ratio to 1, so such a verifier never meets this residual). Multi-draft interfaces then also
+    run 4 drafts ``[0]..[3]`` (``q`` uniform on 5 tokens) covering the support of
+    :data:`COVER_ROW`, whose float32 cumulative sum ``1 - 2**-23`` is below the largest float32
+    coin: SGLang's float32 kernel rejects every sibling there and emits token 4. No correct
+    verifier rejects that input, so it can only add a failure (under a single forced draw).
+
+    Parameters
+    ----------
+    adapter : Adapter
+    K : int
+        Drafts per row.
+    seed : int
+
+    Returns
+    -------
+    CheckResult
+        Pass, fail (severity: the forced coin's probability), or inconclusive.
+    """
+    name, L, B = "covering_drafts", 1, 4
+    r = 1.0 - 2.0**-31
+    q = _tile([1.0 - 2.0**-34, 2.0**-34, 0.0], B, K, L)
+    p = _tile([r, 0.0, 0.0], B, K, L + 1)
+    drafts = np.ones((B, K, L), dtype=np.int64)
+    drafts[:, 0] = 0
+    what = "a rejection after drafts covering the target's support (p(0) = 1 - 2**-31, an all-zero residual)"
+    predicates = {"accept when u < p/q": lambda v: v >= r, "reject when u <= 1 - p/q": lambda v: v <= 1.0 - r}
+    res = forced_rejection(adapter, name, (drafts, q, p), what, ("max", "zero"), predicates, seed + 500)
+    if res.passed is False or adapter.single_draft:
+        return res
+    # float32 sums: 4 drafts covering a support whose float32 cumulative sum is 1 - 2**-23
+    d4 = np.tile(np.arange(4, dtype=np.int64).reshape(1, 4, 1), (B, 1, 1))
+    q4 = _tile([0.2] * 5, B, 4, L)
+    p4 = np.concatenate([_tile(COVER_ROW, B, 4, L), _tile([0.2] * 5, B, 4, 1)], axis=2)
+    what4 = (
+        "4 drafts covering the target's support (p sums to 1 in float64, to 1 - 2**-23 in float32) and a coin "
+        "above the float32 sum: an all-zero residual"
     )
-    return _inconclusive(name, _spec(name, drafts[0], q[0], p[0]), calls, why)
+    above = {"accept when u <= the float32 cumulative p": lambda v: v > 1.0 - 2.0**-23}
+    res4 = forced_rejection(adapter, name, (d4, q4, p4), what4, ("max",), above, seed + 700, rejects=False)
+    return res4 if res4.passed is False else res
 
 
 def check_nan_row(adapter: Adapter, K: int, seed: int) -> CheckResult:
@@ -296,4 +349,7 @@ def check_uniform_reuse(adapter: Adapter, seed: int) -> tuple[CheckResult, bool]
     return CheckResult("uniform_reuse", "structural", None, sample_size=B, instance=spec, detail=detail), True
 
 
-__all__ = ["check_degenerate_residual", "check_nan_row", "check_uniform_reuse", "check_zero_coin"]
+__all__ = [
+    "COVER_ROW",
+    "check_covering_drafts",
+    "check_degenerate_residual", "check_nan_row", "check_uniform_reuse", "check_zero_coin"]

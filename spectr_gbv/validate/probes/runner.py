@@ -1,34 +1,22 @@
-"""Forcing a probe's coin and confirming it fired: the machinery behind :mod:`spectr_gbv.validate.probes`.
+"""Forcing a probe's coin: the machinery behind :mod:`spectr_gbv.validate.probes`.
 
-Holds :class:`Forcing` (one way of forcing position 0's acceptance coin), the coin source of
-each interface, the draw indices tried (:data:`FORCE_INDICES`), the controls' ratios
-(:data:`CONTROL_RATIO`, :data:`DEGENERATE_RATIO`), and the private helpers the probes share:
-running a probe row by row under a forcing (``_emit``), judging its rows (``_row_problem``,
-``_first_problem``, ``_valid_tokens``) and building its results (``_spec``, ``_failed``,
-``_inconclusive``, ``_raised``). Imports :mod:`spectr_gbv.validate.coins`, ``isolation``,
-``checks.structural``, ``interfaces`` and ``report``; never the probes
-(which import this module), and torch only lazily.
+Holds :class:`Forcing` (one way of forcing position 0's acceptance coin: its source, pattern,
+forced draws, the value the verifier saw and how often its own randomness draws that value),
+the coin source of each interface, the controls' ratios (:data:`CONTROL_RATIO`,
+:data:`DEGENERATE_RATIO`), and the private helpers the probes share: running a probe row by
+row under a forcing (``_emit``), judging its rows (``_row_problem``, ``_first_problem``,
+``_valid_tokens``) and building its results (``_spec``, ``_failed``, ``_inconclusive``,
+``_raised``; a failure under a forcing carries the forced value's probability as its
+severity). Imports :mod:`spectr_gbv.validate.coins`, ``isolation``, ``checks.structural``,
+``interfaces`` and ``report``; never the probes (which import this module), and torch only
+lazily. The search for the forced draw and its confirmation are in
+:mod:`spectr_gbv.validate.probes.search`.
 
-**Forcing a coin, and proving it was forced.** ``zero_coin`` and ``degenerate_residual`` need
-the acceptance coin of position 0 to be exactly 0, or the largest uniform below 1. The coin
-source depends on the interface (:mod:`spectr_gbv.validate.coins`): generic, a numpy
-Generator whose 64-bit output number ``i`` is forced (``random()`` there is 0.0 or
-``1 - 2**-53``, and the float32 draws ``2i, 2i + 1`` are 0.0 or ``1 - 2**-24``); hf, a torch
-CPU RNG state whose float32 uniform number ``i`` is 0.0 or ``1 - 2**-24`` (``Adapter.emit(...,
-torch_state=...)``); chain, the supplied uniforms (column 0, then every column). Draw indices
-``i = 0..3`` are tried in turn, each first on a **control** whose outcome shows whether the
-forced value decided position 0:
-
-* zero coin: the draft token has ``p/q = 2**-30``; a correct verifier accepts it iff its coin
-  is below ``2**-30`` (ordinary coins: probability about 1e-9; float32 torch coins: 2**-24),
-  and the token cannot come out of the residual or the target row at a coin of 0. The probe
-  proper (``p(x) = 0``) runs with the first forcing whose control accepted;
-* degenerate residual: the input itself is the control: the draft token has ``p/q = 1 -
-  2**-21``, which the largest coin rejects and an ordinary coin accepts with probability
-  ``1 - 2**-21``; a forcing under which the verifier accepts did not reach the coin.
-
-When no forcing is confirmed the probe is inconclusive (``passed=None``), never a pass; the
-detail names the confirmed draw index, the coin value and its dtype.
+Coin sources (:mod:`spectr_gbv.validate.coins`): generic and batched, a numpy Generator whose
+64-bit output number ``i`` is forced (``random()`` there is 0.0 or ``1 - 2**-53``, and the
+float32 draws ``2i, 2i + 1`` are 0.0 or ``1 - 2**-24``); hf and the torch interfaces, a torch
+CPU RNG state whose 32-bit outputs are forced to a word pattern (``Adapter.emit(...,
+torch_state=...)``); chain, the supplied uniforms (column 0, then every column).
 """
 
 from __future__ import annotations
@@ -38,20 +26,21 @@ import inspect
 from typing import Any
 
 import numpy as np
+from scipy.stats import binomtest
 
 import spectr_gbv.validate.coins as coins
 from spectr_gbv.validate.checks.structural import failure_result
 from spectr_gbv.validate.interfaces.adapter import Adapter
 from spectr_gbv.validate.interfaces.outputs import Emitted
 from spectr_gbv.validate.isolation.failures import VerifierFailure
-from spectr_gbv.validate.report.results import CheckResult
+from spectr_gbv.validate.report.results import CheckResult, severity_phrase
 
-#: Draw indices tried, in order, when forcing a coin drawn from a generator (numpy or torch).
-FORCE_INDICES: tuple[int, ...] = (0, 1, 2, 3)
 #: ``p/q`` of the zero-coin control's draft token (exact in float32 and float64).
 CONTROL_RATIO = 2.0**-30
-#: ``p/q`` of the degenerate-residual probe's draft token (below the largest float32 coin).
-DEGENERATE_RATIO = 1.0 - 2.0**-21
+#: ``p/q`` of the degenerate-residual probe's draft token: below the largest coin of every dtype
+#: (bfloat16: ``1 - 2**-8``) and exact in each, so the largest coin rejects it, and so does a coin of
+#: 0 under the rule ``reject when u <= 1 - p/q``; ordinary coins reject it with probability ``2**-7``.
+DEGENERATE_RATIO = 1.0 - 2.0**-7
 
 
 # ------------------------------------------------------------------------------ coin forcing
@@ -66,27 +55,50 @@ class Forcing:
         RNG state installed by ``Adapter.emit(..., torch_state=...)``) or ``"chain"`` (the
         supplied uniforms).
     which : str
-        ``"zero"`` or ``"max"``.
+        ``"zero"`` or ``"max"``; torch: a pattern of :data:`spectr_gbv.validate.coins.WORDS`
+        (``"zero"``, ``"max"``, ``"high"``, ``"wrap"``).
     index : int or None
-        numpy / torch: the 0-based draw index forced. chain: 0 (uniform column 0 only) or None
-        (every column).
+        numpy: the 64-bit output forced (``random()`` draw number). torch: the first 32-bit
+        mt19937 output forced. chain: 0 (uniform column 0 only) or None (every column).
+    count : int
+        torch: outputs ``index .. index + count - 1`` are forced (a range while searching; 1 for
+        a float32 / bfloat16 / float16 draw, 2 for a float64 draw). 1 otherwise.
+    seen : str or None
+        The dtype of the coin as the verifier used it, confirmed by which forcings decided the
+        control (:mod:`spectr_gbv.validate.probes.search`); None when not established.
     """
 
     source: str
     which: str
     index: int | None
+    count: int = 1
+    seen: str | None = None
 
     @property
     def dtype(self) -> str:
-        """``"float32"`` for torch coins and the chain's largest coin, ``"float64"`` otherwise."""
-        if self.source == "torch" or (self.source == "chain" and self.which == "max"):
+        """The confirmed dtype; else float32 for a single torch output and the chain's largest coin, float64."""
+        if self.seen is not None:
+            return self.seen
+        if (self.source == "torch" and self.count == 1) or (self.source == "chain" and self.which == "max"):
             return "float32"
         return "float64"
 
     @property
     def value(self) -> float:
-        """The forced coin (chain ``"max"``: ``1 - 2**-24``, exact in float32 and float64)."""
-        return coins.coin_value(self.which, self.dtype)
+        """The forced coin in :attr:`dtype` (chain ``"max"``: ``1 - 2**-24``, exact in float32 and float64)."""
+        if self.source == "torch":
+            return coins.torch_word_value(self.which, self.dtype)
+        return coins.coin_value(self.which, "float32" if self.source == "chain" and self.which == "max" else "float64")
+
+    @property
+    def probability(self) -> float:
+        """How often the verifier's own randomness draws :attr:`value`: the severity of a failure it causes.
+
+        chain: assumes the caller draws float64 uniforms.
+        """
+        if self.source == "chain":
+            return 2.0**-53 if self.which == "zero" else 2.0**-24
+        return coins.coin_probability(self.value, self.dtype)
 
     def describe(self) -> str:
         """One phrase: what was forced, its value and dtype."""
@@ -99,7 +111,19 @@ class Forcing:
                 f"random(dtype=float32) draws {2 * i}, {2 * i + 1} = {v32!r})"
             )
         if self.source == "torch":
-            return f"draw index {self.index} of torch's CPU generator forced (torch.rand float32 uniform = {v!r})"
+            i = self.index or 0
+            outs = f"output {i}" if self.count == 1 else f"outputs {i}..{i + self.count - 1}"
+            what = "" if self.seen is None else ", dtype confirmed by the controls"
+            if self.count == 2 and self.seen == "float64":
+                draw = f"float64 draw {i // 2}"
+            elif self.count == 1:
+                draw = f"draw index {i}"
+            else:
+                draw = "a range of draws"
+            return (
+                f"{draw} of torch's CPU generator forced ({outs} = word {coins.WORDS[self.which]:#010x}, "
+                f"{self.which!r}: torch.rand {self.dtype} uniform = {v!r}{what})"
+            )
         cols = "u[b, 0]" if self.index == 0 else "every u[b, t]"
         return f"supplied uniforms {cols} = {v!r} ({'float64, exact in float32' if self.which == 'max' else 'float64'})"
 
@@ -110,11 +134,21 @@ class Forcing:
                 f"rng = spectr_gbv.validate.coins.numpy_coin_generator({self.which!r}, {self.index}, seed={row_seed})"
             )
         if self.source == "torch":
+            i = self.index or 0
             return (
-                f"torch.set_rng_state(spectr_gbv.validate.coins.torch_coin_state({self.which!r}, {self.index}, "
-                f"seed={row_seed}))"
+                f"torch.set_rng_state(spectr_gbv.validate.coins.torch_words_state({self.which!r}, "
+                f"range({i}, {i + self.count}), seed={row_seed}))"
             )
         return "the uniforms listed under 'uniforms'"
+
+    def state(self, row_seed: int) -> Any:
+        """The coin source of a row: a numpy Generator (numpy) or a torch RNG state (torch); None for chain."""
+        if self.source == "numpy":
+            return coins.numpy_coin_generator(self.which, self.index or 0, row_seed)
+        if self.source == "torch":
+            i = self.index or 0
+            return coins.torch_words_state(self.which, range(i, i + self.count), row_seed)
+        return None
 
     def spec(self, row_seed: int) -> dict[str, Any]:
         """JSON fields recorded in a probe's instance spec (``seed``: the row's, None for chain)."""
@@ -122,8 +156,11 @@ class Forcing:
             "source": self.source,
             "which": self.which,
             "index": self.index,
+            "count": self.count,
             "value": self.value,
             "dtype": self.dtype,
+            "dtype_confirmed": self.seen is not None,
+            "probability": self.probability,
             "seed": None if self.source == "chain" else row_seed,
             "replay": self.replay(row_seed),
         }
@@ -157,21 +194,6 @@ def _takes_torch_state(adapter: Adapter) -> bool:
     return "torch_state" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
 
 
-def _candidates(adapter: Adapter, which: str) -> tuple[list[Forcing], str]:
-    """Forcings to try in order, and why there are none (empty string otherwise)."""
-    source = _coin_source(adapter)
-    if source == "chain":
-        return [Forcing("chain", which, 0), Forcing("chain", which, None)], ""
-    if source == "torch":
-        if not _takes_torch_state(adapter):
-            return [], "the adapter cannot install a torch RNG state (Adapter.emit takes no torch_state)"
-        try:
-            import torch  # noqa: F401, PLC0415 - only to know whether torch states can be built
-        except ImportError:
-            return [], "torch is not installed"
-    return [Forcing(source, which, i) for i in FORCE_INDICES], ""
-
-
 def _emit(
     adapter: Adapter, drafts: np.ndarray, q: np.ndarray, p: np.ndarray, forcing: Forcing | None, seed: int
 ) -> tuple[Emitted, np.ndarray | None]:
@@ -196,11 +218,11 @@ def _emit(
     for b in range(B):
         batch: dict[str, Any] = {"drafts": drafts[b : b + 1], "draft_probs": q[b : b + 1], "target_probs": p[b : b + 1]}
         if forcing is not None and forcing.source == "numpy":
-            batch["rng"] = coins.numpy_coin_generator(forcing.which, forcing.index or 0, seed + b)
+            batch["rng"] = forcing.state(seed + b)
         else:
             batch["rng"] = np.random.default_rng([seed, b])
         if forcing is not None and forcing.source == "torch":
-            batch["torch_state"] = coins.torch_coin_state(forcing.which, forcing.index or 0, seed + b)
+            batch["torch_state"] = forcing.state(seed + b)
         batches.append(batch)
     many = getattr(adapter, "emit_many", None)
     parts = many(batches) if many is not None else [adapter.emit(**batch) for batch in batches]
@@ -246,8 +268,8 @@ def _valid_tokens(em: Emitted, b: int, V: int, max_len: int) -> tuple[str, str] 
 def _row_problem(em: Emitted, b: int, drafts: np.ndarray, p: np.ndarray) -> tuple[str, str] | None:
     """Invalid output of row b: unreadable, out of range, not a draft prefix plus one, or p = 0.
 
-    Every draft of a probe row is the same and so are its target rows, so draft 0 and
-    ``p[b, 0]`` stand for all.
+    The emitted tokens but the last must be a prefix of some draft k of row b, and every
+    emitted token must have positive target probability along that draft (``p[b, k]``).
     """
     L, V = drafts.shape[-1], p.shape[-1]
     bad = _valid_tokens(em, b, V, L + 1)
@@ -256,13 +278,17 @@ def _row_problem(em: Emitted, b: int, drafts: np.ndarray, p: np.ndarray) -> tupl
     toks = em.tokens[b, : em.lengths[b]]
     if em.lengths[b] < 1:
         return "bad_output", "emitted no token"
-    if not np.array_equal(toks[:-1], drafts[b, 0, : len(toks) - 1]):
-        return (
-            "bad_output",
-            f"emitted {toks.tolist()}: not a prefix of the draft {drafts[b, 0].tolist()} plus one token",
+    n = len(toks) - 1
+    ks = [k for k in range(drafts.shape[1]) if np.array_equal(toks[:-1], drafts[b, k, :n])]
+    if not ks:
+        which = (
+            f"the draft {drafts[b, 0].tolist()}"
+            if all(np.array_equal(d, drafts[b, 0]) for d in drafts[b])
+            else f"any draft of {drafts[b].tolist()}"
         )
+        return "bad_output", f"emitted {toks.tolist()}: not a prefix of {which} plus one token"
     for j, t in enumerate(toks.tolist()):
-        if p[b, 0, j, t] == 0:
+        if p[b, ks[0], j, t] == 0:
             return (
                 "zero_probability_token",
                 f"emitted {toks.tolist()}: token {t} at position {j} has target probability 0",
@@ -300,7 +326,7 @@ def _failed(
         extra["coin"] = forcing.spec(seed + b)
     if u is not None:
         extra["uniforms"] = u[b].tolist()
-    return CheckResult(
+    res = CheckResult(
         name,
         "robustness",
         False,
@@ -310,6 +336,32 @@ def _failed(
         diagnosis=diag,
         advisory=advisory,
     )
+    return _with_severity(res, forcing)
+
+
+def _observed(res: CheckResult, k: int, n: int, confidence: float = 0.95) -> CheckResult:
+    """``res`` with the observed failure rate ``k/n`` under ordinary randomness as its severity.
+
+    The note gives the count and the two-sided Clopper-Pearson interval (``scipy.stats.binomtest``).
+    """
+    ci = binomtest(k, n).proportion_ci(confidence_level=confidence, method="exact")
+    note = (
+        f"{severity_phrase(k / n)}: {k}/{n} calls failed "
+        f"({confidence:.0%} Clopper-Pearson interval {ci.low:.3g}..{ci.high:.3g})"
+    )
+    return dataclasses.replace(res, severity=k / n, severity_note=note)
+
+
+def _with_severity(res: CheckResult, forcing: Forcing | None) -> CheckResult:
+    """``res`` with the severity of a failure caused by ``forcing``'s coin (unchanged without one)."""
+    if forcing is None or res.passed is not False:
+        return res
+    prob = forcing.probability
+    dtype = forcing.dtype if forcing.seen is not None or forcing.source != "torch" else f"{forcing.dtype}, assumed"
+    note = f"{severity_phrase(prob)}: the forced coin {forcing.value!r} ({dtype}) has probability {prob:.3g} per draw"
+    if forcing.source == "chain":
+        note += " when the caller draws float64 uniforms"
+    return dataclasses.replace(res, severity=prob, severity_note=note)
 
 
 def _inconclusive(name: str, spec: dict[str, Any], n: int, why: str) -> CheckResult:
@@ -318,9 +370,11 @@ def _inconclusive(name: str, spec: dict[str, Any], n: int, why: str) -> CheckRes
     )
 
 
-def _raised(name: str, err: VerifierFailure, spec: dict[str, Any], what: str) -> CheckResult:
+def _raised(
+    name: str, err: VerifierFailure, spec: dict[str, Any], what: str, forcing: Forcing | None = None
+) -> CheckResult:
     res = failure_result(name, "robustness", err, spec)
-    return dataclasses.replace(res, detail=f"{what}: {res.detail}")
+    return _with_severity(dataclasses.replace(res, detail=f"{what}: {res.detail}"), forcing)
 
 
-__all__ = ["CONTROL_RATIO", "DEGENERATE_RATIO", "FORCE_INDICES", "Forcing"]
+__all__ = ["CONTROL_RATIO", "DEGENERATE_RATIO", "Forcing"]

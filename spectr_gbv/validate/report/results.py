@@ -7,6 +7,10 @@ could not force, an exact level the verifier does not support, a check skipped a
 verifier hung). An *advisory* check is a note outside the verdict. A report passes when no
 check showed a wrong output law (:data:`LAW_DIAGNOSES`) or a failure on a valid input
 (:data:`ROBUSTNESS_DIAGNOSES`); exit statuses are :data:`EXIT_CODES`.
+
+A robustness failure also carries its *severity*: the probability per call that the failing
+event happens under the verifier's own randomness (:func:`severity_phrase` words it,
+:func:`by_severity` ranks failures by it). It informs; it never softens the verdict.
 """
 
 from __future__ import annotations
@@ -79,6 +83,15 @@ class CheckResult:
         True for a check outside the verdict: a convention the interface does not promise
         (``-1`` placeholder ids unless declared), determinism. It is reported under the
         notes and never changes :attr:`ValidationReport.passed` or the exit status.
+    severity : float or None
+        Robustness failures: the probability, per verifier call, of the failing event under
+        the verifier's own randomness on inputs like the check's (a forced coin: the
+        probability of that coin value in the dtype the verifier drew it in, e.g. ``2**-53``
+        for a float64 coin of exactly 0; a forcing-free probe: the observed rate). None when
+        unknown or not a failure. Informational: any failure on a valid input fails the verdict.
+    severity_note : str
+        ``severity`` in words (:func:`severity_phrase`), with the observed count and its
+        Clopper-Pearson interval for a forcing-free probe.
 
     Raises
     ------
@@ -97,6 +110,8 @@ class CheckResult:
     detail: str = ""
     diagnosis: str = "ok"
     advisory: bool = False
+    severity: float | None = None
+    severity_note: str = ""
 
     def __post_init__(self) -> None:
         if self.category not in CATEGORIES:
@@ -105,6 +120,8 @@ class CheckResult:
             raise ValueError(f"diagnosis: {self.diagnosis!r} is not one of {', '.join(DIAGNOSES)}")
         if self.passed is False and self.diagnosis == "ok":
             raise ValueError(f"diagnosis: failed check {self.name!r} needs a diagnosis other than 'ok'")
+        if self.severity is not None and not 0.0 <= self.severity <= 1.0:
+            raise ValueError(f"severity: expected a probability in [0, 1], got {self.severity!r}")
 
     @property
     def status(self) -> str:
@@ -146,6 +163,58 @@ def _jsonable(obj: Any) -> Any:
     return obj
 
 
+def severity_phrase(prob: float) -> str:
+    """A probability per call in words: ``"about 1 call in 2^53"``, ``"every call"``.
+
+    Parameters
+    ----------
+    prob : float
+        Probability in [0, 1].
+
+    Returns
+    -------
+    str
+        ``"every call"`` (1), ``"never observed"`` (0), ``"about 1 call in 2^k"`` below 1/64
+        (k rounded to the nearest integer), else ``"about p of calls"`` (two digits).
+
+    Raises
+    ------
+    ValueError
+        ``prob`` outside [0, 1] or NaN.
+    """
+    if not 0.0 <= prob <= 1.0:
+        raise ValueError(f"prob: expected a probability in [0, 1], got {prob!r}")
+    if prob == 1.0:
+        return "every call"
+    if prob == 0.0:
+        return "never observed"
+    if prob < 1 / 64:
+        return f"about 1 call in 2^{round(-math.log2(prob))}"
+    return f"about {prob:.2g} of calls"
+
+
+def by_severity(checks: list[CheckResult]) -> list[CheckResult]:
+    """``checks`` with the robustness-category ones ranked by severity (most likely first).
+
+    Checks of other categories keep their places; robustness checks are reordered among the
+    slots they occupy, those without a severity last (in run order). Stable.
+
+    Parameters
+    ----------
+    checks : list of CheckResult
+
+    Returns
+    -------
+    list of CheckResult
+    """
+    slots = [i for i, c in enumerate(checks) if c.category == "robustness"]
+    ranked = sorted((checks[i] for i in slots), key=lambda c: (c.severity is None, -(c.severity or 0.0)))
+    out = list(checks)
+    for i, c in zip(slots, ranked, strict=True):
+        out[i] = c
+    return out
+
+
 def _fmt(x: float | int | None, spec: str = ".3g") -> str:
     if x is None:
         return "-"
@@ -154,4 +223,4 @@ def _fmt(x: float | int | None, spec: str = ".3g") -> str:
     return format(x, spec)
 
 
-__all__ = ["CATEGORIES", "DIAGNOSES", "CheckResult"]
+__all__ = ["CATEGORIES", "DIAGNOSES", "CheckResult", "by_severity", "severity_phrase"]

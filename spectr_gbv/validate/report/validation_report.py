@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from spectr_gbv.validate.report.results import CATEGORIES, CheckResult, _fmt, _jsonable
+from spectr_gbv.validate.report.results import CATEGORIES, CheckResult, _fmt, _jsonable, by_severity
 
 #: Diagnoses of a wrong output law (the headline question: is the output law the target law?).
 LAW_DIAGNOSES: tuple[str, ...] = (
@@ -147,8 +147,10 @@ class ValidationReport:
     def smallest_failure(self) -> CheckResult | None:
         """The failed check on the smallest instance (law and robustness failures before reference ones).
 
-        Smallest: fewest draft tuples n^(L K) (:attr:`CheckResult.draft_tuples`), then smallest
-        (n, L, K), then the category order of :data:`CATEGORIES`, then the smallest p-value.
+        Failures on the battery's (or the caller's) instances come before the adversarial
+        search's, whose instance is a float one it drew; then the fewest draft tuples n^(L K)
+        (:attr:`CheckResult.draft_tuples`), the smallest (n, L, K), the category order of
+        :data:`CATEGORIES`, and the smallest p-value.
         """
         return _smallest([c for c in self.failures if c.diagnosis != "differs_from_reference"] or self.failures)
 
@@ -226,7 +228,7 @@ class ValidationReport:
             power.append("exact laws where the verifier declares or exposes them")
         cov = s.get("sizes_covered")
         if cov and ran:
-            power.append("sizes covered: " + ", ".join(f"{k} {v[0]}-{v[1]}" for k, v in cov.items()))
+            power.append("sizes covered: " + _sizes_line(cov))
         status = "FAIL" if law_fail else ("PASS" if any(c.passed for c in law) else "N/A")
         lines.append(
             f"  Law         {status:4}  {_count(len(law), 'check')}"
@@ -239,7 +241,7 @@ class ValidationReport:
         inconclusive = [c.name for c in rob if c.passed is None]
         lines.append(
             f"  Robustness  {status:4}  {_count(len(rob), 'check')}"
-            + _failed_list(rob_fail)
+            + _failed_list(by_severity(rob_fail))
             + ("; inconclusive: " + ", ".join(inconclusive) if inconclusive else "")
         )
         if self.reference is not None:
@@ -305,13 +307,19 @@ class ValidationReport:
                 lines.append("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
         if self.failures:
             lines += ["", "Failures:"]
-            for c in self.failures:
-                lines.append(f"- [{c.diagnosis}] {c.name}: {c.detail}")
+            for c in by_severity(self.failures):  # robustness failures ranked, most likely first
+                sev = f" [severity: {c.severity_note or c.severity}]" if c.severity is not None else ""
+                lines.append(f"- [{c.diagnosis}] {c.name}: {c.detail}{sev}")
                 if c.instance:
                     lines.append(f"    instance: {_instance_line(c.instance)}")
             small = self.smallest_failure
             assert small is not None
-            lines += ["", f"Smallest failing case: {small.name} [{small.diagnosis}]"]
+            if self.exit_code == 3:  # lossless on what was tried: say what differs, there is no failing case
+                diffs = [c for c in self.failures if c.diagnosis == "differs_from_reference"]
+                lines += ["", f"What differs from {self.reference}'s conditional law (the law checks passed):"]
+                lines += [f"- {c.name}: {_what_differs(c.detail)}" for c in diffs]
+            else:
+                lines += ["", f"Smallest failing case: {small.name} [{small.diagnosis}]"]
             if small.instance:
                 lines.append(f"    {json.dumps(_jsonable(small.instance), separators=(',', ':'))}")
         adv = self.advisories
@@ -333,6 +341,15 @@ class ValidationReport:
         return "\n".join(lines)
 
 
+def _sizes_line(cov: dict[str, Any]) -> str:
+    """``"n 2-6, L 1-5, K 1-4; token ids past 8 and 16 bits: V = 33,000 with ids 7, 256, ..."``."""
+    text = ", ".join(f"{k} {cov[k][0]}-{cov[k][1]}" for k in ("n", "L", "K") if k in cov)
+    if "vocab_size" in cov:
+        ids = ", ".join(str(i) for i in cov.get("vocab_ids", []))
+        text += f"; wide ids: V = {cov['vocab_size'][0]:,}, the law on ids {ids}"
+    return text
+
+
 def _count(n: int, noun: str) -> str:
     """``"1 check"``, ``"2 checks"``."""
     return f"{n} {noun}" + ("" if n == 1 else "s")
@@ -346,13 +363,21 @@ def _failed_list(fails: list[CheckResult], most: int = 3) -> str:
     return f"; failed: {names}" + (f" and {len(fails) - most} more" if len(fails) > most else "")
 
 
+def _what_differs(detail: str) -> str:
+    """The part of a ``differs_from_reference`` detail that says what differs (its first sentence, after the colon)."""
+    first = detail.split(". ", 1)[0]
+    return first.split(": ", 1)[1] if ": " in first else first
+
+
 def _smallest(fails: list[CheckResult]) -> CheckResult | None:
-    """The failure on the smallest instance (draft tuples, then (n, L, K), category, p-value)."""
+    """The failure to debug first: on a battery (or given) instance before the adversarial search's
+    float instance, then the smallest instance (draft tuples, then (n, L, K)), category, p-value."""
     if not fails:
         return None
     return min(
         fails,
         key=lambda c: (
+            c.category == "adversarial",
             c.draft_tuples,
             c.size_key,
             CATEGORIES.index(c.category),

@@ -16,13 +16,13 @@ from spectr_gbv.core import random_instance
 from spectr_gbv.reference.base import normalize
 from spectr_gbv.validate.adversarial import candidates
 from spectr_gbv.validate.adversarial import sizes as A
-from spectr_gbv.validate.battery import KIND_K, KINDS, MULTI_DRAFT_KINDS, default_battery
+from spectr_gbv.validate.battery import KIND_K, KINDS, MULTI_DRAFT_KINDS, Tables, default_battery
 from spectr_gbv.validate.battery.rows import DEEP_RESIDUAL_ROW
 from spectr_gbv.validate.checks import statistical as cs
 
 
 def test_battery_kinds_and_explicit_k() -> None:
-    assert KINDS[0] == "dense" and KINDS[-2:] == ("tied_ratios", "wide_tree")
+    assert KINDS[0] == "dense" and KINDS[-3:] == ("tied_ratios", "wide_tree", "wide_vocab")
     assert set(KIND_K) == set(KINDS) and MULTI_DRAFT_KINDS == ("wide_tree",)
     multi = default_battery()
     assert [bi.kind for bi in multi] == list(KINDS)
@@ -35,7 +35,9 @@ def test_battery_kinds_and_explicit_k() -> None:
         (2, 5, 2),
         (3, 2, 3),
         (4, 1, 4),
+        (4, 1, 2),
     ]
+    assert [bi.V for bi in multi][-2:] == [4, 33000] and all(bi.vocab is None for bi in multi[:-1])
     single = default_battery(1)
     assert [bi.kind for bi in single] == [k for k in KINDS if k != "wide_tree"]
     assert {bi.K for bi in single} == {1}
@@ -108,8 +110,64 @@ def test_covered_sizes(budget: str, single: bool, expected: dict[str, tuple[int,
     battery = default_battery(1 if single else None)
     cov = A.covered_sizes(battery, budget, single)
     assert {k: cov[k] for k in ("n", "L", "K")} == expected
-    assert cov["battery"] == [(bi.instance.n, bi.instance.L, bi.K) for bi in battery]
+    assert cov["battery"] == [(bi.V, bi.instance.L, bi.K) for bi in battery]
+    assert cov["battery"][-1] == (33000, 1, 1 if single else 2)  # wide_vocab: the V its verifier sees
     assert cov["search"] == list(A.sizes(budget, single))
+
+
+def test_sizes_covered_names_the_wide_vocabulary() -> None:
+    """The report's sizes line: n ranges over the tested vocabularies, plus wide_vocab's V and ids."""
+    from spectr_gbv.validate.harness.support import sizes_covered
+    from spectr_gbv.validate.report.validation_report import _sizes_line
+
+    cov = sizes_covered(default_battery(), "quick", False, True)
+    assert cov["n"] == [2, 6] and cov["vocab_size"] == [33000, 33000] and cov["vocab_ids"] == [7, 256, 32768, 32999]
+    assert _sizes_line(cov) == "n 2-6, L 1-5, K 1-4; wide ids: V = 33,000, the law on ids 7, 256, 32768, 32999"
+    assert "vocab_size" not in sizes_covered(default_battery(kinds=["dense"]), "quick", False, False)
+
+
+def test_wide_vocab_embedding_and_compact_pickling() -> None:
+    """wide_vocab shows ids past 8 and 16 bits; its rows travel to a worker as their 4 columns."""
+    import pickle
+
+    from spectr_gbv.validate.battery import WIDE_VOCAB_IDS, WIDE_VOCAB_SIZE, battery_instance_from_spec
+    from spectr_gbv.validate.battery.instance import instance_from_spec
+    from spectr_gbv.validate.checks.sampling import widen
+
+    (bi,) = default_battery(kinds=["wide_vocab"])
+    assert WIDE_VOCAB_IDS == (7, 256, 32768, 32999) and WIDE_VOCAB_SIZE == 33000 > 2**15
+    vocab = bi.vocab
+    assert vocab is not None and vocab.ids == WIDE_VOCAB_IDS and bi.V == WIDE_VOCAB_SIZE
+    assert vocab.narrow_ids(np.array([7, 256, 32768, 32999, 0, 255, -1])).tolist() == [0, 1, 2, 3, -1, -1, -1]
+    tables = Tables(bi.float_instance)
+    drafts = tables.sample_drafts(5, bi.K, np.random.default_rng(0))
+    d, q, p = widen(bi, drafts, *tables.rows(drafts))
+    assert d.shape == (5, 2, 1) and set(np.unique(d)) <= set(WIDE_VOCAB_IDS)
+    assert q.shape == (5, 2, 1, 33000) and p.shape == (5, 2, 2, 33000)
+    np.testing.assert_allclose(p.sum(axis=-1), 1.0)
+    assert np.array_equal(p[..., list(WIDE_VOCAB_IDS)], tables.rows(drafts)[1])
+    blob = pickle.dumps(np.asanyarray(p))
+    back = pickle.loads(blob)
+    assert len(blob) < 10_000 < p.nbytes and type(back) is np.ndarray and np.array_equal(back, p)
+    assert len(pickle.dumps(p[0])) > p[0].nbytes  # a view pickles in full (no stale compact form)
+    # the spec keeps the vocabulary; an (Instance, K) pair would drop it, so that path refuses
+    spec = bi.spec(drafts=d[0].tolist())
+    assert spec["n"] == 33000 and spec["vocab_ids"] == list(WIDE_VOCAB_IDS) and spec["drafts"][0][0] in WIDE_VOCAB_IDS
+    again = battery_instance_from_spec(spec)
+    assert again.vocab == vocab and again.instance.to_dict() == bi.instance.to_dict()
+    with pytest.raises(ValueError, match="battery_instance_from_spec"):
+        instance_from_spec(spec)
+
+
+def test_wide_vocab_sample_size_is_planned_at_its_floor() -> None:
+    """wide_vocab is planned against TV max(budget's, WIDE_VOCAB_TV): its N is the same at every budget."""
+    from spectr_gbv.validate.battery import WIDE_VOCAB_TV
+
+    (bi,) = default_battery(kinds=["wide_vocab"])
+    alpha = cs.final_alpha(cs.ALPHA / (3 * len(KINDS) + 1))
+    assert WIDE_VOCAB_TV == 0.1 and cs.planned_tv(bi, 0.02) == 0.1 and cs.planned_tv(bi, 0.2) == 0.2
+    sizes = {cs.sample_size(bi, alpha, cs.TV_BY_BUDGET[b]) for b in ("quick", "standard", "thorough")}
+    assert sizes == {cs.sample_size(bi, alpha, 0.1)} == {1731}
 
 
 def test_tie_move_ties_ratios() -> None:
@@ -125,17 +183,18 @@ def test_tie_move_ties_ratios() -> None:
 
 
 #: Planned iterations per battery instance (quick, standard, thorough) of the default generic run:
-#: 8 instances x 3 tests + the search = a family of 25 at alpha = 1e-3, the last sequential look
+#: 9 instances x 3 tests + the search = a family of 28 at alpha = 1e-3, the last sequential look
 #: at 3/4 of each test's level (checks_statistical.final_alpha), as docs/validate.md quotes them.
 DOC_SAMPLES = {
-    "dense": (7999, 49990, 199958),
-    "sparse_disjoint": (7999, 49990, 199958),
-    "p_equals_q": (7909, 49990, 199958),
-    "low_temperature": (6374, 45113, 183099),
-    "tiny_probabilities": (6084, 38025, 162695),
-    "long_block": (10405, 66114, 264453),
-    "tied_ratios": (7999, 49990, 199958),
-    "wide_tree": (6881, 43006, 172022),
+    "dense": (8045, 50276, 201104),
+    "sparse_disjoint": (8045, 50276, 201104),
+    "p_equals_q": (7954, 50276, 201104),
+    "low_temperature": (6413, 45381, 184181),
+    "tiny_probabilities": (6123, 38267, 163700),
+    "long_block": (10461, 66465, 265858),
+    "tied_ratios": (8045, 50276, 201104),
+    "wide_tree": (6923, 43266, 173062),
+    "wide_vocab": (1731, 1731, 1731),
 }
 
 
@@ -163,5 +222,5 @@ def test_docs_table_matches_the_sample_sizes() -> None:
     assert set(rows) == set(KINDS)
     for bi in default_battery():
         n, L, K, cells = rows[bi.kind][0]
-        assert (n, L, K, cells) == (bi.instance.n, bi.instance.L, bi.K, n ** (L + 1))
+        assert (n, L, K, cells) == (bi.instance.n, bi.instance.L, bi.K, n ** (L + 1))  # wide_vocab: its 4 tokens
         assert rows[bi.kind][1] == DOC_SAMPLES[bi.kind]

@@ -67,7 +67,7 @@ def test_lossless_verifier_passes_the_statistical_battery():
     rep = validate(get_verifier("mdbv").sample, budget="quick", seed=1)
     assert rep.passed, rep.to_text()
     stat = [c for c in rep.checks if c.category == "statistical"]
-    assert len(stat) == 16 and all(c.power >= 0.99 for c in stat if c.name.startswith("end_to_end"))
+    assert len(stat) == 18 and all(c.power >= 0.99 for c in stat if c.name.startswith("end_to_end"))
     assert rep.settings["samples_per_instance"]["long_block"] == max(rep.settings["samples_per_instance"].values())
     eff = {c.name: c for c in rep.checks if c.category == "efficiency"}
     assert eff["efficiency[dense]"].passed and "OPT(2)" in eff["efficiency[dense]"].detail

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from spectr_gbv.validate.coins import coin_value, numpy_coin_generator, torch_coin_state
+from spectr_gbv.validate.coins import coin_value, numpy_coin_generator, torch_coin_state, torch_words_state
 from spectr_gbv.validate.interfaces.registry import make_adapter
 from spectr_gbv.validate.isolation.guard import CallGuard
 from spectr_gbv.validate.mutants import CHAIN_CORRECT, CORRECT
@@ -147,8 +147,9 @@ def test_zero_coin_forced_after_an_extra_draw():
     res = cp.check_zero_coin(_generic(extra_draw_zero_coin_accepts), 2, 0)
     assert res.passed is False and res.diagnosis == "zero_probability_token"
     assert res.instance["coin"]["index"] == 1 and res.instance["coin"]["value"] == 0.0
-    assert res.instance["drafts"] == [[3, 3], [3, 3]]
+    assert res.instance["drafts"] == [[2, 2], [2, 2]]
     assert "draw index 1 of rng" in res.detail
+    assert res.severity == 2.0**-53 and res.severity_note.startswith("about 1 call in 2^53")
     ok = cp.check_zero_coin(_generic(extra_draw_correct_sd), 2, 0)
     assert ok.passed is True and "coin confirmed: draw index 1" in ok.detail
     assert ok.instance["coin"]["dtype"] == "float64"
@@ -195,11 +196,15 @@ def test_degenerate_residual_crash_fails_raises():
         "source": "numpy",
         "which": "max",
         "index": 0,
+        "count": 1,
         "value": MAX64,
         "dtype": "float64",
+        "dtype_confirmed": False,
+        "probability": 2.0**-53,
         "seed": 0,
         "replay": "rng = spectr_gbv.validate.coins.numpy_coin_generator('max', 0, seed=0)",
     }
+    assert res.severity == 2.0**-53
     res = cp.check_degenerate_residual(_generic(strict_sums_sd), 1, 0)
     assert res.passed is False and res.diagnosis == "raises" and "even with ordinary coins" in res.detail
     oov = cp.check_degenerate_residual(_generic(zero_residual_oov), 1, 0)
@@ -212,7 +217,12 @@ def test_degenerate_residual_input_is_valid_and_exactly_degenerate():
     p = np.array(res.instance["target_probs"])
     assert np.all(np.abs(p.sum(axis=-1) - 1.0) <= 1e-9) and np.all(q.sum(axis=-1) == 1.0)
     assert np.all(np.maximum(p[:, 0] - q[:, 0], 0.0) == 0.0)
-    assert p[0, 0, 1] / q[0, 0, 1] == runner.DEGENERATE_RATIO < MAX32
+    assert p[0, 0, 1] / q[0, 0, 1] == runner.DEGENERATE_RATIO == 1 - 2.0**-7
+    p32, q32 = p.astype(np.float32), q.astype(np.float32)  # still exactly degenerate, the ratio exact
+    assert np.all(np.maximum(p32[:, 0] - q32[:, 0], 0) == 0) and p32[0, 0, 1] / q32[0, 0, 1] == np.float32(1 - 2.0**-7)
+    torch = pytest.importorskip("torch")
+    pb, qb = torch.tensor(p).to(torch.bfloat16), torch.tensor(q).to(torch.bfloat16)
+    assert torch.all(torch.clamp(pb[:, 0] - qb[:, 0], min=0) == 0) and (pb[0, 0, 1] / qb[0, 0, 1]).item() == 1 - 2.0**-7
     assert res.instance["drafts"] == [[1], [0]] and p[0, 0, 0] == 0.0
 
 
@@ -267,20 +277,22 @@ def test_hf_transformers_zero_coin_and_degenerate_residual():
         # 5.25.0 accepts with `r_i < probability_ratio` (5.24.0: `<=`): the same forced coin of
         # 0.0 now rejects the zero-probability token, and the probe says so
         assert res.passed is True and res.diagnosis == "ok"
-        assert "draft token 3 of target probability 0 under a coin of 0: all 4 outputs valid" in res.detail
+        assert "draft token 2 of target probability 0 under a coin of 0: all 4 outputs valid" in res.detail
         assert "coin confirmed: draw index 0 of torch's CPU generator forced" in res.detail
+        assert "float32 uniform = 0.0, dtype confirmed by the controls" in res.detail
         _degenerate_residual_and_placeholders(ad)
         return
     assert res.passed is False and res.diagnosis == "zero_probability_token"
     coin = res.instance["coin"]
     assert (coin["source"], coin["index"], coin["value"], coin["dtype"]) == ("torch", 0, 0.0, "float32")
+    assert coin["dtype_confirmed"] and res.severity == 2.0**-24
     # replay the failing row directly: transformers accepts token 3, whose target probability is 0
     with np.errstate(divide="ignore"):
         logq = torch.from_numpy(np.log(np.array(res.instance["draft_probs"])).astype(np.float32))
         logp = torch.from_numpy(np.log(np.array(res.instance["target_probs"])).astype(np.float32))
     saved = torch.get_rng_state()
     try:
-        torch.set_rng_state(torch_coin_state("zero", 0, seed=1000))
+        torch.set_rng_state(torch_words_state("zero", range(1), seed=1000))
         valid, n = utils._speculative_sampling(torch.tensor(res.instance["drafts"]), logq, 2, logp)
     finally:
         torch.set_rng_state(saved)
@@ -295,3 +307,69 @@ def _degenerate_residual_and_placeholders(ad: object) -> None:
     assert "crashes on an all-zero residual" in deg.detail and deg.instance["coin"]["dtype"] == "float32"
     ph = ip.check_placeholders(ad, 1, 0)
     assert all(r.passed is not False for r in ph) and all(r.advisory for r in ph)
+
+
+# ------------------------------------------------------------------------------- forcing-free, on the reference
+def test_reference_rrs_never_accepts_surely_a_token_of_residual_mass_zero():
+    """rrs_node took an all-zero next residual for R = q and accepted p(x) = 0 < q(x) surely."""
+    from spectr_gbv.reference import get_verifier
+    from spectr_gbv.reference.rrs import rrs_node
+    from spectr_gbv.validate.probes.free_probes import check_degenerate_rows, degenerate_rows
+
+    _, q, p, _ = degenerate_rows("zero_target_draft", 2)
+    accept, residuals = rrs_node(p[0, 0], q[0, 0], [0, 0], exact=False)
+    assert accept == [0.0, 0.0] and residuals[-1][0] == 0.0 and residuals[-1].sum() > 0
+    for name in ("rrs", "rrs_random"):
+        for res in check_degenerate_rows(_generic(get_verifier(name).sample), 2, 0):
+            assert res.passed is True, (name, res.detail)
+
+
+# ------------------------------------------------------------------------------- words, values, severity
+def test_torch_words_state_forces_a_range_and_the_values_follow_torch():
+    torch = pytest.importorskip("torch")
+    from spectr_gbv.validate.coins import WORDS, coin_probability, torch_word_value
+
+    g = torch.Generator()
+    g.set_state(torch_words_state("zero", range(3, 9), seed=4))
+    u = torch.rand(12, generator=g)
+    assert (u[3:9] == 0).all() and (u[:3] != 0).all() and (u[9:] != 0).all()
+    table = {w: [torch_word_value(w, d) for d in ("float64", "float32", "bfloat16", "float16")] for w in WORDS}
+    assert table["zero"] == [0.0, 0.0, 0.0, 0.0]
+    assert table["max"] == [MAX64, MAX32, 0.0, 0.0]  # reduced precision rounds to 1, which becomes 0
+    assert table["high"][1:] == [1 - 2.0**-9 - 2.0**-24, 1 - 2.0**-8, 1 - 2.0**-9]
+    assert table["wrap"][1:] == [1 - 2.0**-10, 0.0, 1 - 2.0**-10]
+    assert coin_probability(0.0, "float64") == 2.0**-53 and coin_probability(0.0, "float32") == 2.0**-24
+    assert coin_probability(0.0, "bfloat16") == (2**15 + 1) * 2.0**-24  # k = 0 and the 2**15 that round to 1
+    assert coin_probability(1 - 2.0**-8, "bfloat16") == 2.0**-8 - 2.0**-24  # one tie rounds to even (1)
+    assert coin_probability(0.0, "float16") == (2**12 + 1) * 2.0**-24
+    with pytest.raises(ValueError, match="pattern"):
+        torch_words_state("one", range(2))
+    with pytest.raises(ValueError, match="index"):
+        torch_words_state("zero", [623])
+
+
+def test_severity_field_phrase_and_ranking():
+    from spectr_gbv.validate.report.results import CheckResult, by_severity, severity_phrase
+
+    assert severity_phrase(2.0**-53) == "about 1 call in 2^53" and severity_phrase(1.0) == "every call"
+    assert severity_phrase(0.4) == "about 0.4 of calls" and severity_phrase(0.0) == "never observed"
+    with pytest.raises(ValueError, match="prob"):
+        severity_phrase(1.5)
+    with pytest.raises(ValueError, match="severity"):
+        CheckResult("zero_coin", "robustness", False, diagnosis="raises", severity=2.0)
+    a = CheckResult("a", "robustness", False, diagnosis="raises", severity=2.0**-53)
+    b = CheckResult("b", "statistical", False, diagnosis="not_lossless")
+    c = CheckResult("c", "robustness", False, diagnosis="raises")
+    d = CheckResult("d", "robustness", False, diagnosis="raises", severity=0.5)
+    assert [x.name for x in by_severity([a, b, c, d])] == ["d", "b", "a", "c"]
+    assert a.to_dict()["severity"] == 2.0**-53 and c.to_dict()["severity"] is None
+
+
+def test_failure_under_ordinary_coins_carries_the_observed_rate():
+    def emits_zero(draft_tokens, draft_probs, target_probs, rng):
+        return [0]  # token 0 has target probability 0 in every probe row
+
+    res = cp.check_zero_coin(_generic(emits_zero), 1, 0)
+    assert res.passed is False and res.diagnosis == "zero_probability_token"
+    assert res.detail.startswith("control with ordinary coins") and res.severity == 1.0
+    assert res.severity_note == "every call: 4/4 calls failed (95% Clopper-Pearson interval 0.398..1)"
