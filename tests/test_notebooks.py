@@ -62,4 +62,4 @@ def test_validate_a_verifier_runs_fails_the_bug_and_passes_the_fix():
     assert "accepts_placeholder" in out
     assert "smallest failing case: " in out and "wrong_residual" in out
     assert "degenerate_residual raises crashes on an all-zero residual" in out  # the fixed law, still a crash
-    assert "robust_sd (interface generic" in out and "): PASSED" in out and "checks: 43 passed, 0 failed" in out
+    assert "robust_sd (interface generic" in out and "): PASSED" in out and "checks: 50 passed, 0 failed" in out

@@ -126,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
     return report.exit_code
 
 
-def _instances(path: str | None, K: int | None) -> list[tuple[object, int]] | None:
+def _instances(path: str | None, K: int | None) -> list[object] | None:
     """``--instance PATH [--K K]``: an instance JSON file or a saved check spec, as ``validate(instances=...)``.
 
     Raises
@@ -138,14 +138,19 @@ def _instances(path: str | None, K: int | None) -> list[tuple[object, int]] | No
         if K is not None:
             raise UsageError("--K needs --instance")
         return None
+    import dataclasses  # noqa: PLC0415
     import json  # noqa: PLC0415
 
     from spectr_gbv.core.instance import parse_instance  # noqa: PLC0415
     from spectr_gbv.validate.battery import instance_from_spec  # noqa: PLC0415
+    from spectr_gbv.validate.battery.instance import battery_instance_from_spec  # noqa: PLC0415
 
     try:
         with open(path, encoding="utf-8") as fh:
             data = json.load(fh)
+        if isinstance(data, dict) and "vocab_ids" in data:  # a check on a wide vocabulary (wide_vocab)
+            bi = battery_instance_from_spec(data)
+            return [dataclasses.replace(bi, K=K) if K is not None else bi]
         if isinstance(data, dict) and "instance" in data and "K" in data:
             inst, spec_K = instance_from_spec(data)
         else:

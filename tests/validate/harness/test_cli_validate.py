@@ -97,3 +97,15 @@ def test_instance_flag_reruns_a_saved_failure(capsys, tmp_path):
     assert "K 3-3" in capsys.readouterr().out
     assert main(["validate", MDBV, "--K", "3"]) == 2
     assert main(["validate", MDBV, "--instance", str(tmp_path / "missing.json")]) == 2
+
+
+def test_instance_flag_reruns_a_wide_vocabulary_failure(capsys, tmp_path):
+    from spectr_gbv.validate.battery import default_battery  # noqa: PLC0415
+
+    (wide,) = [b for b in default_battery() if b.kind == "wide_vocab"]
+    (tmp_path / "wide.json").write_text(json.dumps(wide.spec(drafts=[[0]])))
+    args = ["--budget", "quick", "--no-probes", "--no-search", "--instance", str(tmp_path / "wide.json")]
+    assert main(["validate", "spectr_gbv.validate.mutants:uint8_id_lookup", *args]) == 1
+    out = capsys.readouterr().out
+    assert "end_to_end_law[wide_vocab]" in out and "V = 33,000" in out
+    assert main(["validate", "spectr_gbv.examples.textbook_sd:verify", *args]) == 0

@@ -60,7 +60,11 @@ def test_lossless_reference_verifiers_pass_at_the_exact_level(name):
     assert rep.level_used == "exact"
     names = {c.name for c in rep.checks}
     assert {"exact_defect[dense]", "exact_defect[long_block]", "adversarial_search", "determinism"} <= names
-    assert all(c.statistic == 0.0 for c in rep.checks if c.name.startswith("exact_defect"))  # exactly 0 in rationals
+    exact = [c for c in rep.checks if c.name.startswith("exact_defect")]
+    # exactly 0 in rationals; the 33,000-token instance is checked in float64 at its stated tolerance
+    assert all(c.statistic == 0.0 for c in exact if c.name != "exact_defect[wide_vocab]")
+    (wide,) = [c for c in exact if c.name == "exact_defect[wide_vocab]"]
+    assert "in float64 (tolerance 1e-09)" in wide.detail and wide.statistic < 1e-12
 
 
 def test_lossless_verifier_passes_the_statistical_battery():

@@ -10,8 +10,8 @@ import pytest
 from spectr_gbv.core import default_instance
 from spectr_gbv.reference import get_verifier
 from spectr_gbv.validate import INTERFACES, load_verifier
-from spectr_gbv.validate.battery import default_battery
-from spectr_gbv.validate.battery.instance import instance_from_spec
+from spectr_gbv.validate.battery import WIDE_VOCAB_IDS, WIDE_VOCAB_SIZE, default_battery
+from spectr_gbv.validate.battery.instance import battery_instance_from_spec, instance_from_spec
 from spectr_gbv.validate.battery.tables import Tables
 from spectr_gbv.validate.checks.structural import classify
 from spectr_gbv.validate.interfaces.outputs import read_padded, read_sequence
@@ -159,7 +159,14 @@ def test_load_verifier_paths_and_errors():
 
 def test_instance_specs_rebuild_the_battery():
     for bi in default_battery():
-        inst, K = instance_from_spec(bi.spec(drafts=[[0]]))
+        if bi.kind == "wide_vocab":  # an (Instance, K) pair cannot carry the wide vocabulary
+            with pytest.raises(ValueError, match="battery_instance_from_spec"):
+                instance_from_spec(bi.spec(drafts=[[0]]))
+            back = battery_instance_from_spec(bi.spec(drafts=[[0]]))
+            assert back.vocab is not None and back.vocab.ids == WIDE_VOCAB_IDS and back.vocab.size == WIDE_VOCAB_SIZE
+            inst, K = back.instance, back.K
+        else:
+            inst, K = instance_from_spec(bi.spec(drafts=[[0]]))
         assert K == bi.K and inst.target == bi.instance.target and inst.draft == bi.instance.draft
     with pytest.raises(ValueError, match="spec"):
         instance_from_spec({"K": 1})
@@ -176,7 +183,9 @@ def test_battery_kinds_are_what_they_say():
         "long_block",
         "tied_ratios",
         "wide_tree",
+        "wide_vocab",
     ]
+    assert by["wide_vocab"].vocab.size == 33000 and max(by["wide_vocab"].vocab.ids) == 32999
     assert by["sparse_disjoint"].K == 3 and by["tied_ratios"].K == 3 and by["wide_tree"].K == 4
     single = default_battery(1)
     assert all(b.K == 1 for b in single) and "wide_tree" not in {b.kind for b in single}
