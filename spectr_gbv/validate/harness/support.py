@@ -37,7 +37,7 @@ def make_guard(time_limit_s: float, isolation: str | None, workers: int | None) 
 
 def sizes_covered(
     battery: list[BatteryInstance], budget: str, single_draft: bool, search: bool
-) -> dict[str, list[int]]:
+) -> dict[str, list[Any]]:
     """Ranges of n (vocabulary), L and K over the battery and, when it ran, the search sizes.
 
     Returns
@@ -46,7 +46,8 @@ def sizes_covered(
         ``{"n": [min, max], "L": [min, max], "K": [min, max]}`` over the instances whose every
         token id is tested; with an instance seen through a wide vocabulary
         (:mod:`~spectr_gbv.validate.battery.wide`) also ``"vocab_size"`` (the largest such V,
-        as ``[V, V]``) and ``"vocab_ids"`` (the ids its mass is on).
+        as ``[V, V]``), ``"vocab_ids"`` (the ids its mass is on) and ``"vocab_tv"`` (the TV error
+        its law tests are planned against, :func:`~spectr_gbv.validate.checks.statistical.planned_tv`).
     """
     sizes = [(bi.instance.n, bi.instance.L, bi.K) for bi in battery]
     if search:
@@ -57,6 +58,8 @@ def sizes_covered(
         widest = max(wide, key=lambda bi: bi.V)
         out["vocab_size"] = [widest.V, widest.V]
         out["vocab_ids"] = list(widest.vocab.ids) if widest.vocab is not None else []
+        tv = statistical.planned_tv(widest, statistical.TV_BY_BUDGET[budget])
+        out["vocab_tv"] = [tv, tv]
     return out
 
 

@@ -347,6 +347,8 @@ def _sizes_line(cov: dict[str, Any]) -> str:
     if "vocab_size" in cov:
         ids = ", ".join(str(i) for i in cov.get("vocab_ids", []))
         text += f"; wide ids: V = {cov['vocab_size'][0]:,}, the law on ids {ids}"
+        if "vocab_tv" in cov:
+            text += f" (planned against a TV error of {cov['vocab_tv'][0]:g})"
     return text
 
 

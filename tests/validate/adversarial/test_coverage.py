@@ -122,7 +122,11 @@ def test_sizes_covered_names_the_wide_vocabulary() -> None:
 
     cov = sizes_covered(default_battery(), "quick", False, True)
     assert cov["n"] == [2, 6] and cov["vocab_size"] == [33000, 33000] and cov["vocab_ids"] == [7, 256, 32768, 32999]
-    assert _sizes_line(cov) == "n 2-6, L 1-5, K 1-4; wide ids: V = 33,000, the law on ids 7, 256, 32768, 32999"
+    assert cov["vocab_tv"] == [0.1, 0.1]  # the budget's 0.05, raised to WIDE_VOCAB_TV for rows 33,000 wide
+    assert _sizes_line(cov) == (
+        "n 2-6, L 1-5, K 1-4; wide ids: V = 33,000, the law on ids 7, 256, 32768, 32999 "
+        "(planned against a TV error of 0.1)"
+    )
     assert "vocab_size" not in sizes_covered(default_battery(kinds=["dense"]), "quick", False, False)
 
 
