@@ -154,7 +154,10 @@ def test_validate_md_rerun_and_probe_replay_recipes_work():
 
     report = validate(bug, budget="quick")
     case = report.smallest_failure
-    assert case.instance["kind"] == "probe" and case.name == "degenerate_residual"
+    # the likeliest failure of the smallest size comes first: the forcing-free probe (every call)
+    assert case.instance["kind"] == "probe" and case.name == "zero_target_draft" and case.severity == 1.0
+    forced = next(c for c in report.failures if c.instance and "coin" in c.instance)  # what the recipe picks
+    assert forced.name == "degenerate_residual"
     *setup, last = replay.strip().splitlines()
     ns = {"my_verify": bug, "report": report}
     exec(compile("\n".join(setup), "validate.md", "exec"), ns)

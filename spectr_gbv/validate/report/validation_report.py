@@ -373,7 +373,8 @@ def _what_differs(detail: str) -> str:
 
 def _smallest(fails: list[CheckResult]) -> CheckResult | None:
     """The failure to debug first: on a battery (or given) instance before the adversarial search's
-    float instance, then the smallest instance (draft tuples, then (n, L, K)), category, p-value."""
+    float instance, then the smallest instance (draft tuples, then (n, L, K)), category, the most
+    likely failing event (severity; none stated counts as certain), p-value."""
     if not fails:
         return None
     return min(
@@ -383,6 +384,7 @@ def _smallest(fails: list[CheckResult]) -> CheckResult | None:
             c.draft_tuples,
             c.size_key,
             CATEGORIES.index(c.category),
+            -(c.severity if c.severity is not None else 1.0),
             c.p_value if c.p_value is not None else 0.0,
         ),
     )

@@ -85,3 +85,18 @@ def test_an_exit_3_report_says_what_differs() -> None:
     assert "Smallest failing case" not in text
     assert "What differs from rrs's conditional law (the law checks passed):" in text
     assert "- reference_law[dense]: the acceptance rule differs from rrs's (stop-position law)" in text
+
+
+def test_the_case_to_debug_first_is_the_most_likely_of_equally_small_failures():
+    """Of two failures on instances of one size, the one to debug first is the likelier event:
+    a 20/20 forcing-free failure before a forced coin of probability 2^-53."""
+    from spectr_gbv.validate.report.results import CheckResult  # noqa: PLC0415
+    from spectr_gbv.validate.report.validation_report import ValidationReport  # noqa: PLC0415
+
+    spec = {"kind": "probe", "n": 3, "L": 1, "K": 2}
+    rare = CheckResult("degenerate_residual", "robustness", False, instance=spec, diagnosis="raises", severity=2.0**-53)
+    common = CheckResult("zero_target_draft", "robustness", False, instance=spec, diagnosis="raises", severity=1.0)
+    rep = ValidationReport("v", "generic", "statistical", "statistical", None, 0, "quick")
+    rep.checks.extend([rare, common])
+    assert rep.smallest_failure is common
+    assert "Smallest failing case: zero_target_draft [raises]" in rep.to_text()
