@@ -46,6 +46,12 @@ def _torch() -> Any:
     return torch
 
 
+def _draft0(draft_tokens: Any, draft_probs: Any, target_probs: Any, dtype: str) -> tuple[Any, Any, Any, Any]:
+    """``(torch, d, q, p)``: draft 0's ids and its q and p rows cast to ``torch.<dtype>``."""
+    torch = _torch()
+    return torch, draft_tokens[0], draft_probs[0].to(getattr(torch, dtype)), target_probs[0].to(getattr(torch, dtype))
+
+
 def litgpt_like(draft_tokens: Any, draft_probs: Any, target_probs: Any, generator: Any) -> list[int]:
     """LitGPT-style verification: discarded samples first, ``reject when u <= 1 - p/q``, no residual guard.
 
@@ -72,10 +78,7 @@ def litgpt_like(draft_tokens: Any, draft_probs: Any, target_probs: Any, generato
     ----------
     bug = "raises", interface = "generic_torch".
     """
-    torch = _torch()
-    d = draft_tokens[0]
-    q = draft_probs[0].to(torch.float32)
-    p = target_probs[0].to(torch.float32)
+    torch, d, q, p = _draft0(draft_tokens, draft_probs, target_probs, "float32")
     L, V = q.shape
     for t in range(L + 1):  # sample() of every target row; the token is not used
         torch.argmax(p[t] / -torch.log(torch.rand(V, generator=generator)))
@@ -120,10 +123,7 @@ def bf16_coin(draft_tokens: Any, draft_probs: Any, target_probs: Any, generator:
     ----------
     bug = "zero_probability_token", interface = "generic_torch".
     """
-    torch = _torch()
-    d = draft_tokens[0]
-    q = draft_probs[0].to(torch.bfloat16)
-    p = target_probs[0].to(torch.bfloat16)
+    torch, d, q, p = _draft0(draft_tokens, draft_probs, target_probs, "bfloat16")
     L = len(d)
     idx = torch.arange(L)
     accept = torch.minimum(torch.ones((), dtype=torch.bfloat16), p[idx, d] / q[idx, d])
@@ -154,10 +154,7 @@ def float64_zero_coin(draft_tokens: Any, draft_probs: Any, target_probs: Any, ge
     ----------
     bug = "zero_probability_token", interface = "generic_torch".
     """
-    torch = _torch()
-    d = draft_tokens[0]
-    q = draft_probs[0].to(torch.float64)
-    p = target_probs[0].to(torch.float64)
+    torch, d, q, p = _draft0(draft_tokens, draft_probs, target_probs, "float64")
     L = len(d)
     u = torch.rand(L, generator=generator, dtype=torch.float64)
     out: list[int] = []
