@@ -28,7 +28,7 @@ law, as it would be by a real model.
 
 The constant ``offset`` is the magnitude of real language models' logits (tens): it cancels in
 the softmax but sets the rounding of low-precision logits (bfloat16's spacing is 0.125 at 24,
-0.25 at 32), so a draft law computed from bfloat16 logits differs visibly from the float32 one.
+0.5 at 64), so a draft law computed from bfloat16 logits differs visibly from the float32 one.
 
 References
 ----------

@@ -20,8 +20,9 @@ name                      V          what it exercises
 
 Every law is context-dependent (16 states: last two tokens, the history's sum, the position's
 parity: :func:`~spectr_gbv.gpu.models.reference_lm.context_state`), support 6 tokens, logits
-offset by 24 (far: 40) as in real models. Tables are drawn from a seeded ``torch.Generator``
-(float64 normal draws), so a pair is the same on every machine for a given ``seed``.
+offset by :data:`OFFSET` (64: large logits, as real models' largest, where bfloat16 rounds to
+0.5). Tables are drawn from a seeded ``torch.Generator`` (float64 normal draws), so a pair is
+the same on every machine for a given ``seed``.
 
 References
 ----------
@@ -48,6 +49,9 @@ WIDE_SUPPORT: tuple[int, ...] = (3, 255, 256, 511, 998, 999)
 SMALL_PROMPTS: tuple[tuple[int, ...], ...] = ((1, 2), (4, 0, 6, 1), (7,))
 WIDE_PROMPTS: tuple[tuple[int, ...], ...] = ((3, 256), (999, 511, 255), (998,))
 NEG_INF = float("-inf")
+#: Constant added to every logit: cancels in the softmax; at 64 bfloat16's spacing is 0.5, so a draft law
+#: computed from bfloat16 logits is off by up to 0.25 in a logit (TV 0.06-0.13 per token at T = 1 to 0.5).
+OFFSET = 64.0
 
 
 @dataclass(frozen=True)
@@ -94,24 +98,24 @@ def _tables(name: str, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Ten
     close = p + _normal(base + 2, 0.35)
     far = _normal(base + 3, 1.5)
     if name == "close":
-        return p, close, far, 24.0, "q near p (high acceptance)"
+        return p, close, far, OFFSET, "q near p (high acceptance)"
     if name == "far":
-        return p, far, close, 40.0, "q independent of p (low acceptance, residual draws)"
+        return p, far, close, OFFSET, "q independent of p (low acceptance, residual draws)"
     if name == "identical":
-        return p, p.clone(), far, 24.0, "p = q (every draft accepted)"
+        return p, p.clone(), far, OFFSET, "p = q (every draft accepted)"
     if name == "draft_zeros":
         q = close.clone()
         q[:, [SMALL_SUPPORT.index(2), SMALL_SUPPORT.index(6)]] = NEG_INF
-        return p, q, close, 24.0, "q = 0 on ids 2 and 6 where p > 0"
+        return p, q, close, OFFSET, "q = 0 on ids 2 and 6 where p > 0"
     if name == "target_zeros":
         t = p.clone()
         t[::2, SMALL_SUPPORT.index(4)] = NEG_INF
         t[::3, SMALL_SUPPORT.index(7)] = NEG_INF
-        return t, close, far, 24.0, "p = 0 on ids 4 and 7 in some states, where q > 0"
+        return t, close, far, OFFSET, "p = 0 on ids 4 and 7 in some states, where q > 0"
     if name == "peaked":
-        return 4.0 * p, 4.0 * p + _normal(base + 4, 1.0), far, 24.0, "low-entropy p and q"
+        return 4.0 * p, 4.0 * p + _normal(base + 4, 1.0), far, OFFSET, "low-entropy p and q"
     if name == "wide":
-        return p, close, far, 24.0, f"ids {', '.join(map(str, WIDE_SUPPORT))} of V = {WIDE_VOCAB}"
+        return p, close, far, OFFSET, f"ids {', '.join(map(str, WIDE_SUPPORT))} of V = {WIDE_VOCAB}"
     raise ValueError(f"name: unknown reference pair {name!r}; known: {', '.join(REFERENCE_PAIRS)}")
 
 
