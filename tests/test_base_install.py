@@ -118,6 +118,8 @@ def test_validate_runs_without_torch():
     [
         ["bench", "--preset", "quick", "--datasets", "humaneval"],
         ["fetch-models", "--cache-dir", "/nonexistent-spectr-gbv-cache"],
+        ["validate", "hf-assisted", "--interface", "generation", "--budget", "quick"],
+        ["validate", "spectr_gbv.examples.textbook_sd:verify", "--interface", "generation_batched"],
     ],
 )
 def test_gpu_commands_say_which_extra_they_need(argv):

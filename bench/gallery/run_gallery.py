@@ -5,6 +5,7 @@ Usage (from the repository root)::
     python bench/gallery/run_gallery.py                 # every entry, writes the pages
     python bench/gallery/run_gallery.py --only flashspec_step,economize_batch
     python bench/gallery/run_gallery.py --list          # entries, commands and installed versions
+    python bench/gallery/run_gallery.py --generation    # only the whole-generation-loop entries
     python bench/gallery/run_gallery.py --budget quick  # override every entry's budget (faster)
     python bench/gallery/run_gallery.py --harness-args=--no-probes   # extra validate arguments for every entry
 
@@ -35,6 +36,7 @@ CLI = Path(sys.executable).with_name("spectr-gbv")
 if str(ROOT) not in sys.path:  # the confirmations import the wrappers as ``bench.gallery.*``
     sys.path.insert(0, str(ROOT))
 
+from bench.gallery.generation_entries import GENERATION_ENTRIES  # noqa: E402 - needs ROOT on sys.path
 from bench.gallery.ports.entries import PORT_ENTRIES  # noqa: E402 - needs ROOT on sys.path
 
 
@@ -69,6 +71,9 @@ class Entry:
     upstream : str, optional
         Markdown: for a port of upstream code (``bench/gallery/ports``), the repository, file, function and commit
         it reproduces; the page then says it tests the port, not an installed package.
+    source : str, optional
+        Markdown replacing the page's "Packages (PyPI, installed with `pip install --no-deps`, CPU only)" (the
+        generation entries: transformers from this package's extra, or this package's own decoder).
     """
 
     name: str
@@ -84,6 +89,7 @@ class Entry:
     meaning: str
     confirm: str | None = None
     upstream: str | None = None
+    source: str | None = None
 
     def argv(self, budget: str | None = None, more: tuple[str, ...] = ()) -> list[str]:
         """The ``spectr-gbv validate`` arguments (without the program name)."""
@@ -366,6 +372,7 @@ ENTRIES: tuple[Entry, ...] = (
     ),
 )
 ENTRIES += tuple(Entry(**kw) for kw in PORT_ENTRIES)
+ENTRIES += tuple(Entry(**kw) for kw in GENERATION_ENTRIES)
 
 
 def confirm_core_deepinfer(report: str) -> str:
@@ -469,6 +476,8 @@ def page(
             "",
         ]
     head = f"Packages (PyPI, installed with `pip install --no-deps`, CPU only): {pkg}"
+    if entry.source is not None:
+        head = f"{entry.source}: {pkg}"
     if entry.upstream is not None:
         head = f"A faithful port (our code, `bench/gallery/ports`) of {entry.upstream}, run with {pkg}"
     lines += [
@@ -524,6 +533,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default="", help="comma-separated entry names")
     ap.add_argument("--budget", default=None, choices=("quick", "standard", "thorough"), help="override budgets")
     ap.add_argument("--list", action="store_true", help="list the entries and exit")
+    ap.add_argument("--generation", action="store_true", help="only the whole-generation-loop entries")
     ap.add_argument("--harness-args", default="", help="extra validate arguments for every entry, e.g. '--no-probes'")
     args = ap.parse_args(argv)
     names = [n for n in args.only.split(",") if n]
@@ -532,6 +542,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"unknown entries {unknown}; valid: {', '.join(e.name for e in ENTRIES)}", file=sys.stderr)
         return 2
     chosen = [e for e in ENTRIES if not names or e.name in names]
+    if args.generation:
+        chosen = [e for e in chosen if e.interface.startswith("generation")]
     more = tuple(args.harness_args.split())
     if args.list:
         for e in chosen:

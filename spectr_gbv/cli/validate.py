@@ -6,6 +6,11 @@ a valid input); 2 (one line on stderr) for a usage error: a bad import path, an 
 interface, level, budget, reference or convention; 3 passed, but the output differs from the
 named reference's conditional law.
 
+``--interface generation`` (or ``generation_batched``) runs the generation referee
+(:func:`spectr_gbv.validate.generation.validate_generation`) on a whole generation loop or a ready
+adapter's name, with the same report and exit statuses; the verifier harness's options
+(``--level exact``, ``--reference``, ``--instance``, ``--K``, ``--conventions``) are usage errors there.
+
 The verifier's module is imported as ``python -m`` would: from the installed packages, the
 ``PYTHONPATH``, or the current directory.
 """
@@ -15,6 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import Any
 
 from spectr_gbv.cli.common import UsageError
 
@@ -33,6 +39,24 @@ INTERFACES: tuple[str, ...] = (
 LEVELS: tuple[str, ...] = ("exact", "statistical")
 BUDGETS: tuple[str, ...] = ("quick", "standard", "thorough")
 CONVENTIONS: tuple[str, ...] = ("vllm",)
+#: The generation referee's interfaces (:data:`spectr_gbv.validate.generation.GENERATION_INTERFACES`):
+#: the positional argument is then a generate loop (``module:function``) or a ready adapter's name.
+GENERATION_INTERFACES: tuple[str, ...] = ("generation", "generation_batched")
+#: Options of the verifier harness that mean nothing to the generation referee: (dest, flag, default).
+_NOT_FOR_GENERATION: tuple[tuple[str, str, object], ...] = (
+    ("reference", "--reference", None),
+    ("instance", "--instance", None),
+    ("K", "--K", None),
+    ("conventions", "--conventions", ""),
+    ("no_probes", "--no-probes", False),
+    ("no_search", "--no-search", False),
+)
+#: Options of the generation referee only: (dest, flag).
+_GENERATION_ONLY: tuple[tuple[str, str], ...] = (
+    ("pairs", "--pairs"),
+    ("m", "--m"),
+    ("max_new_tokens", "--max-new-tokens"),
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -50,9 +74,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "verifier",
         metavar="module:function",
-        help="import path of the verifier (installed, on PYTHONPATH, or a module in the current directory)",
+        help="import path of the verifier (installed, on PYTHONPATH, or a module in the current directory); with "
+        "--interface generation a generate loop, or a ready adapter's name (hf-assisted, spectr-decoder:mdbv, ...)",
     )
-    p.add_argument("--interface", default="generic", help=f"one of {', '.join(INTERFACES)} (default generic)")
+    p.add_argument(
+        "--interface",
+        default="generic",
+        help=f"one of {', '.join(INTERFACES + GENERATION_INTERFACES)} (default generic); generation: "
+        "generate(target, draft, prompt_ids, max_new_tokens, *, temperature, top_k, top_p, seed) checked against "
+        "the target's exact sequence law",
+    )
     p.add_argument("--level", default="statistical", help=f"one of {', '.join(LEVELS)} (default statistical)")
     p.add_argument(
         "--reference",
@@ -69,7 +100,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--budget", default="standard", help=f"one of {', '.join(BUDGETS)} (default standard)")
     p.add_argument("--seed", type=int, default=0, help="seed of the harness (default 0)")
-    p.add_argument("--time-limit", type=float, default=10.0, metavar="S", help="seconds per verifier call (default 10)")
+    p.add_argument(
+        "--time-limit",
+        type=float,
+        default=None,
+        metavar="S",
+        help="seconds per verifier call (default 10; 60 per generate call for the generation interfaces)",
+    )
     p.add_argument(
         "--instance",
         default=None,
@@ -89,6 +126,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="run the verifier in a worker process (default where fork exists) or in-process",
     )
     p.add_argument("--workers", type=int, default=None, help="worker processes for batches (default min(2, CPUs))")
+    p.add_argument(
+        "--pairs",
+        default=None,
+        metavar="NAMES",
+        help="generation: only these reference pairs, comma-separated; module:attribute "
+        "names a custom ReferencePair (or a function returning one)",
+    )
+    p.add_argument("--m", type=int, default=None, help="generation: test the first m generated tokens (default 2 or 3)")
+    p.add_argument(
+        "--max-new-tokens", type=int, default=None, metavar="N", help="generation: max_new_tokens passed (default m)"
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=run)
@@ -100,6 +148,13 @@ def run(args: argparse.Namespace) -> int:
 
     if os.getcwd() not in sys.path and "" not in sys.path:  # as ``python -m``: the current directory first
         sys.path.insert(0, os.getcwd())
+    if args.interface in GENERATION_INTERFACES:
+        return _run_generation(args)
+    for dest, flag in _GENERATION_ONLY:
+        if getattr(args, dest) is not None:
+            raise UsageError(f"{flag} applies to --interface generation / generation_batched only")
+    if "-" in args.verifier.split(":", 1)[0]:  # no Python module name has a hyphen: a generation adapter's name
+        raise UsageError(f"{args.verifier!r} is a generation adapter's name: add --interface generation")
     try:
         instances = _instances(args.instance, args.K)
         verify = load_verifier(args.verifier, args.interface, isolation=args.isolation)
@@ -110,13 +165,62 @@ def run(args: argparse.Namespace) -> int:
             reference=args.reference,
             seed=args.seed,
             budget=args.budget,
-            time_limit_s=args.time_limit,
+            time_limit_s=10.0 if args.time_limit is None else args.time_limit,
             probes=not args.no_probes,
             search=not args.no_search,
             conventions=args.conventions,
             instances=instances,
             isolation=args.isolation,
             workers=args.workers,
+            quiet=True if args.quiet else None,
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc).splitlines()[0]) from exc
+    report.verifier = args.verifier
+    print(report.to_json() if args.json else report.to_text())
+    return report.exit_code
+
+
+def _run_generation(args: argparse.Namespace) -> int:
+    """``validate LOOP --interface generation``: the generation referee; the report's exit code.
+
+    Raises
+    ------
+    UsageError
+        An option of the verifier harness (``--level exact``, ``--reference``, ``--instance``,
+        ``--K``, ``--conventions``, ``--no-probes``, ``--no-search``), an unknown adapter, a
+        callable with the wrong signature, an unknown pair, ``--m`` too large to enumerate,
+        ``--max-new-tokens`` below m: one line, exit status 2.
+    """
+    import importlib.util  # noqa: PLC0415
+
+    missing = [m for m in ("torch", "transformers") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise UsageError(
+            f"--interface {args.interface} needs the gpu extra (no module {', '.join(missing)}; the reference "
+            "models are transformers causal LMs); run: pip install 'spectr_gbv[gpu]'"
+        )
+    from spectr_gbv.validate.generation import validate_generation  # noqa: PLC0415 - keeps CLI start-up light
+    from spectr_gbv.validate.generation.interface import load_generate  # noqa: PLC0415
+
+    if args.level != "statistical":
+        raise UsageError(f"--level {args.level}: the generation interfaces test the law statistically only")
+    for dest, flag, default in _NOT_FOR_GENERATION:
+        if getattr(args, dest) != default:
+            raise UsageError(f"{flag} does not apply to --interface {args.interface}")
+    pairs = _pairs(args.pairs)
+    try:
+        report = validate_generation(
+            load_generate(args.verifier, isolation=args.isolation),
+            interface=args.interface,
+            budget=args.budget,
+            seed=args.seed,
+            time_limit_s=60.0 if args.time_limit is None else args.time_limit,
+            isolation=args.isolation,
+            workers=args.workers,
+            pairs=pairs,
+            m=args.m,
+            max_new_tokens=args.max_new_tokens,
             quiet=True if args.quiet else None,
         )
     except ValueError as exc:
@@ -158,3 +262,34 @@ def _instances(path: str | None, K: int | None) -> list[object] | None:
     except (OSError, ValueError) as exc:
         raise UsageError(f"--instance {path}: {exc}".splitlines()[0]) from exc
     return [(inst, K if K is not None else spec_K)]
+
+
+def _pairs(text: str | None) -> list[Any] | None:
+    """``--pairs NAMES``: reference pair names, or ``module:attribute`` of a custom ``ReferencePair``.
+
+    A ``module:attribute`` item is imported (from the current directory as ``python -m`` would); a
+    callable is called with no arguments and must return the pair.
+
+    Raises
+    ------
+    UsageError
+        An item that cannot be imported or called.
+    """
+    if text is None:
+        return None
+    out: list[Any] = []
+    for item in (n.strip() for n in text.split(",")):
+        if not item:
+            continue
+        if ":" not in item:
+            out.append(item)
+            continue
+        import importlib  # noqa: PLC0415
+
+        module, _, attr = item.partition(":")
+        try:
+            obj = getattr(importlib.import_module(module), attr)
+            out.append(obj() if callable(obj) else obj)
+        except Exception as exc:  # noqa: BLE001 - any failure to build the user's pair is a usage error
+            raise UsageError(f"--pairs {item}: {type(exc).__name__}: {exc}".splitlines()[0]) from exc
+    return out

@@ -2,6 +2,8 @@
 
 * :func:`assert_lossless` - one assertion that runs the conformance harness
   (:func:`spectr_gbv.validate.validate`) and fails with the report's text;
+* :func:`assert_generation_lossless` - the same for a whole generation loop (the generation
+  referee, :func:`spectr_gbv.validate.generation.validate_generation`);
 * :func:`property_settings` - hypothesis settings for property tests whose examples are
   harness runs: bounded time (no shrinking, no deadline), so a failing property test ends;
 * :mod:`spectr_gbv.testing.strategies` - hypothesis strategies (instances, cases, inputs,
@@ -19,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["assert_lossless", "property_settings"]
+__all__ = ["assert_generation_lossless", "assert_lossless", "property_settings"]
 
 
 def property_settings(max_examples: int = 20, **kwargs: Any) -> Any:
@@ -175,6 +177,72 @@ def assert_lossless(
             )
             return again
         report.notes.append(f"the failure {case.name} was confirmed on fresh samples (seed {seed + 1})")
+    raise AssertionError(report.to_text())
+
+
+def assert_generation_lossless(generate: Callable[..., Any], *, confirm: bool = True, **kwargs: Any) -> Any:
+    """Assert that a whole generation loop samples the target's exact sequence law; the failure message is the report.
+
+    Runs the same checks as ``spectr-gbv validate MODULE:FUNC --interface generation``
+    (:func:`spectr_gbv.validate.generation.validate_generation`) and fails when the report
+    fails: a wrong law of the first m tokens, a sequence of target probability 0, a law that
+    depends on the draft or on the batch's other rows, or a call that raised, hung, exited or
+    returned a bad output. With ``confirm``, a failure found only by a statistical test (a
+    p-value above 0, no robustness failure) is re-tested with fresh seeds (harness seed + 1)
+    and raised only when confirmed: a correct loop then fails with probability about
+    alpha^2 = 1e-6.
+
+    Parameters
+    ----------
+    generate : callable
+        ``generate(target, draft, prompt_ids, max_new_tokens, *, temperature, top_k, top_p,
+        seed) -> new ids`` (or its batched form with ``interface="generation_batched"``).
+    confirm : bool
+        Re-test a purely statistical failure before failing (default True).
+    **kwargs
+        Passed to :func:`~spectr_gbv.validate.generation.validate_generation` (``interface``,
+        ``budget`` (default ``"quick"`` here), ``seed``, ``pairs``, ``m``, ``time_limit_s``, ...).
+
+    Returns
+    -------
+    ValidationReport
+        The passing report (after an unconfirmed statistical failure: the confirmation's
+        report, whose notes say so).
+
+    Raises
+    ------
+    AssertionError
+        When the report fails; the message is ``report.to_text()``.
+    ValueError
+        Bad arguments or a callable with the wrong signature (raised by the referee).
+
+    Examples
+    --------
+    >>> from spectr_gbv.validate.mutants.generation_loops import speculative_generate
+    >>> assert_generation_lossless(speculative_generate, pairs=["far"]).passed  # doctest: +SKIP
+    True
+    """
+    __tracebackhide__ = True  # pytest: show the report, not this function's source
+    from spectr_gbv.validate.generation import validate_generation  # noqa: PLC0415
+
+    kwargs.setdefault("budget", "quick")
+    kwargs.setdefault("quiet", True)
+    report = validate_generation(generate, **kwargs)
+    if report.exit_code == 0:
+        return report
+    fails = report.failures
+    if confirm and all(c.category == "statistical" and (c.p_value or 0.0) > 0.0 for c in fails):
+        seed = int(kwargs.pop("seed", 0))
+        again = validate_generation(generate, seed=seed + 1, **kwargs)
+        if again.exit_code == 0:
+            again.notes.append(
+                f"the statistical failures of the first run (seed {seed}: {', '.join(c.name for c in fails)}) were "
+                f"not confirmed with fresh seeds (this run, seed {seed + 1}): taken as a false alarm at the tests' "
+                "level"
+            )
+            return again
+        report = again
+        report.notes.append(f"the failure was confirmed with fresh seeds (seed {seed + 1})")
     raise AssertionError(report.to_text())
 
 

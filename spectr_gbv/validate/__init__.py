@@ -5,7 +5,9 @@ package's multi-draft interface; ``chain``: the single-draft batched layout of s
 systems; ``hf``: Hugging Face transformers' ``_speculative_sampling``) through structural
 probes, an exact or statistical law check on an instance battery, an optional comparison
 with a named reference algorithm, and an adversarial search, and returns a
-:class:`ValidationReport` of :class:`CheckResult` items (text or JSON). The torch and
+:class:`ValidationReport` of :class:`CheckResult` items (text or JSON).
+:func:`validate_generation` referees a whole generation loop (drafting, verification, caches)
+against the target's exact sequence law, with the same report. The torch and
 transformers imports happen only for torch verifiers and the hf interface.
 
 Examples
@@ -16,10 +18,11 @@ Examples
 (True, 'exact')
 """
 
+from spectr_gbv.validate.generation import validate_generation
 from spectr_gbv.validate.harness.driver import validate
 from spectr_gbv.validate.interfaces.loading import load_verifier
 from spectr_gbv.validate.interfaces.names import INTERFACES
 from spectr_gbv.validate.report.results import CheckResult
 from spectr_gbv.validate.report.validation_report import ValidationReport
 
-__all__ = ["INTERFACES", "CheckResult", "ValidationReport", "load_verifier", "validate"]
+__all__ = ["INTERFACES", "CheckResult", "ValidationReport", "load_verifier", "validate", "validate_generation"]

@@ -272,7 +272,8 @@ class HFDraftSource:
         for _ in range(1, L):
             slab = tree.add_level(tokens[-1])
             n = slab.stop - slab.start
-            positions = self._base_lengths[:, None] + slab.depth - 1
+            # [B, n] as model_forward documents (a [B, 1] tensor relies on the model broadcasting it)
+            positions = (self._base_lengths[:, None] + slab.depth - 1).expand(B, n)
             # the slab attends to the earlier slabs' ancestors (tree slots 1..) and to itself
             attend = tree.ancestors()[:, slab.start : slab.stop, 1:]
             logits = cache.forward_masked(self.model, slab.tokens, slab.valid, positions, attend, self._tree_start)

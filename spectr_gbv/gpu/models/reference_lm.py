@@ -10,7 +10,7 @@ its own cache:
 * a query (a new token) attends to the earlier slots its attention mask allows; those pairs
   sorted by position id, then the query's own token, give the context ``c_0 .. c_t`` it sees;
   ``s`` is the query's own position id;
-* its logits are ``table[state] + offset`` scattered onto :attr:`ReferenceLMConfig.support`
+* its logits are ``table[state] + offset`` scattered onto the config's ``support``
   (every other id gets ``-inf``), where ``state`` is :func:`context_state` of
   ``(c_{t-1}, c_t, sum(c) mod 3, s mod 2)``.
 

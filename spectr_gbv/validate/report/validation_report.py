@@ -259,7 +259,10 @@ class ValidationReport:
             )
         calls = s.get("verifier_calls")
         if isinstance(calls, int):
-            lines.append(f"  {calls:,} verifier calls in {self.elapsed_s:.1f} s")
+            what = "generate calls" if self.interface.startswith("generation") else "verifier calls"
+            inside = s.get("seconds_in_generate")
+            spent = f" ({inside:.1f} s inside them, summed over workers)" if isinstance(inside, float) else ""
+            lines.append(f"  {calls:,} {what} in {self.elapsed_s:.1f} s{spent}")
         return lines
 
     def to_text(self) -> str:
@@ -349,6 +352,12 @@ def _sizes_line(cov: dict[str, Any]) -> str:
         text += f"; wide ids: V = {cov['vocab_size'][0]:,}, the law on ids {ids}"
         if "vocab_tv" in cov:
             text += f" (planned against a TV error of {cov['vocab_tv'][0]:g})"
+    known = ("n", "L", "K", "vocab_size", "vocab_ids", "vocab_tv")
+    for key, value in cov.items():  # other runs' sizes (the generation referee: pairs, V, m, settings)
+        if key not in known:
+            nums = isinstance(value, list) and len(value) == 2 and all(isinstance(v, int) for v in value)
+            shown = f"{value[0]}-{value[1]}" if nums else ", ".join(str(v) for v in value)
+            text += ("; " if text else "") + f"{key} {shown}"
     return text
 
 

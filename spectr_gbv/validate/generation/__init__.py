@@ -1,0 +1,23 @@
+"""The referee for whole speculative generation loops: drafting, verification, residuals and caches.
+
+:func:`validate_generation` runs a system's own generation loop (``generate(target, draft,
+prompt_ids, max_new_tokens, *, temperature, top_k, top_p, seed)``) on reference models whose
+law is known exactly, and tests the first m generated tokens of many seeded calls against the
+target's exact sequence law after temperature, top-k and top-p: the joint law, each
+position's conditional law, draft invariance, batch invariance (batched interface) and
+determinism (advisory). The report is a :class:`~spectr_gbv.validate.ValidationReport`, as
+``spectr-gbv validate`` prints it.
+
+* :mod:`~spectr_gbv.validate.generation.interface` - the signature and output contract;
+* :mod:`~spectr_gbv.validate.generation.plan` - scenarios, exact laws, sample sizes;
+* :mod:`~spectr_gbv.validate.generation.runner` - seeded, isolated, timed calls;
+* :mod:`~spectr_gbv.validate.generation.checks` - the law checks;
+* :mod:`~spectr_gbv.validate.generation.driver` - :func:`validate_generation`.
+
+Nothing here imports torch at import time; the reference models do, when a run builds them.
+"""
+
+from spectr_gbv.validate.generation.driver import validate_generation
+from spectr_gbv.validate.generation.interface import GENERATION_INTERFACES
+
+__all__ = ["GENERATION_INTERFACES", "validate_generation"]
