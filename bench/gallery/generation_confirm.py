@@ -181,6 +181,18 @@ def confirm_usd(report: str, num: int = CONFIRM_CALLS) -> str:
             f"{float(np.mean(tvs > 0.05)):.1%} of the orders give TV > 0.05.",
         ]
     lines += ["", *_fit_lines(laws, counts, "hf-assisted:usd")]
+    if tv < WEAK_TV and len(laws.p) <= 9:
+        pinned, pinned_counts = pinned_order_witness(scenario, num)
+        lines += [
+            "",
+            f"This process's order moves little mass (TV {tv:.4f}), so the witness is repeated with the order pinned: "
+            f"the assistant tokenizer's `get_vocab()` iterated as ids {PINNED_ORDER} (the same map; a fresh "
+            f"translator). Then `assistant_overlap_token_ids = {pinned.order}`, q_v = `{_fmt(pinned.q_verify)}`, "
+            f"the first emitted token's law is `{_fmt(pinned.law)}`, **TV(first-token law, p) = "
+            f"{float(total_variation(pinned.law, pinned.p)):.4f}**, and",
+            "",
+            *_fit_lines(pinned, pinned_counts, "hf-assisted:usd"),
+        ]
     lines += [
         "",
         "The referee's calls ran in other processes, each with its own order, so their counts are not compared "
@@ -188,6 +200,34 @@ def confirm_usd(report: str, num: int = CONFIRM_CALLS) -> str:
         "`get_target_logits` (or build `assistant_overlap_token_ids` in increasing id order).",
     ]
     return "\n".join(lines)
+
+
+#: Below this TV the process's own order is a weak witness and :func:`pinned_order_witness` is added.
+WEAK_TV: float = 0.05
+#: The pinned iteration order of the assistant vocabulary's shared words (then ``"<extra>"``).
+PINNED_ORDER: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 7, 0)
+
+
+def pinned_order_witness(scenario: tuple[str, int, float, int, float], num: int) -> tuple[FirstTokenLaws, np.ndarray]:
+    """The USD laws and ``num`` seeded first tokens with ``get_vocab()`` iterating in :data:`PINNED_ORDER`.
+
+    A fresh kit (fresh tokenizers, so transformers builds a fresh translator) whose assistant tokenizer's
+    ``get_vocab`` returns the same map in the pinned order; the adapter's kit cache is restored afterwards.
+    """
+    from spectr_gbv.validate.generation.adapters import hf_usd  # noqa: PLC0415
+
+    saved = dict(hf_usd._KITS)
+    hf_usd._KITS.clear()
+    try:
+        kit = hf_usd.usd_kit(len(PINNED_ORDER))
+        pinned = {**{f"t{i}": i for i in PINNED_ORDER}, hf_usd.EXTRA_WORD: len(PINNED_ORDER)}
+        if pinned != kit.assistant_tokenizer.get_vocab():
+            raise RuntimeError("the assistant vocabulary is not the 8-word map the pinned order assumes")
+        kit.assistant_tokenizer.get_vocab = lambda *a, **k: dict(pinned)
+        return usd_laws(scenario), first_tokens("hf-assisted:usd", scenario, num)
+    finally:
+        hf_usd._KITS.clear()
+        hf_usd._KITS.update(saved)
 
 
 def confirm_ensemble(report: str, num: int = CONFIRM_CALLS) -> str:

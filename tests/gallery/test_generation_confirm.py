@@ -180,3 +180,15 @@ def test_ensemble_first_token_law_is_the_mixture_and_fits_seeded_calls():
     counts = gc.first_tokens("hf-assisted:ensemble", gc.DEFAULT_SCENARIO, 60)
     assert pooled_g_test(counts, laws.law).p_value > gc.FIT_LEVEL
     assert pooled_g_test(counts, laws.p).p_value < 0.01
+
+
+@pytest.mark.skipif(not _usd_available(), reason="transformers lacks universal assisted decoding")
+def test_pinned_order_witness_restores_the_kit_cache_and_pins_the_order():
+    from spectr_gbv.validate.generation.adapters import hf_usd
+
+    before = dict(hf_usd._KITS)
+    laws, counts = gc.pinned_order_witness(gc.DEFAULT_SCENARIO, 30)
+    assert laws.order == list(gc.PINNED_ORDER)
+    assert float(gc.total_variation(laws.law, laws.p)) == pytest.approx(0.9024326528536238, abs=TOL)
+    assert counts.sum() == 30 and pooled_g_test(counts, laws.p).p_value < 1e-6
+    assert hf_usd._KITS == before
