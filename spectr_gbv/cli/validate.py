@@ -133,7 +133,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="generation: only these reference pairs, comma-separated; module:attribute "
         "names a custom ReferencePair (or a function returning one)",
     )
-    p.add_argument("--m", type=int, default=None, help="generation: test the first m generated tokens (default 2 or 3)")
+    p.add_argument(
+        "--m",
+        type=int,
+        default=None,
+        help="generation: test the first m generated tokens in every scenario (default: each scenario's m, 2 or 3)",
+    )
     p.add_argument(
         "--max-new-tokens", type=int, default=None, metavar="N", help="generation: max_new_tokens passed (default m)"
     )

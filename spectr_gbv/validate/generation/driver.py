@@ -280,7 +280,12 @@ def validate_generation(
             "power": describe_power(plan),
             "calls_per_scenario": {p.scenario.label: p.num for p in plan.scenarios},
             "sizes_covered": sizes_covered(plan),
-            "max_new_tokens": plan.max_new_tokens if plan.max_new_tokens is not None else "m",
+            "max_new_tokens": "each scenario's m" if plan.max_new_tokens is None else plan.max_new_tokens,
+            "determinism_calls": f"{DETERMINISM_SEEDS} seeds x 2 calls of max(m, {DETERMINISM_TOKENS}) new tokens",
+            "looks": (
+                "each law test runs in group-sequential looks (validate.checks.statistical.LOOKS), each look at a "
+                "share of the test's level, so a check's detail may state a smaller level than the family's"
+            ),
             "verifier_calls": runner.calls,
             "seconds_in_generate": round(runner.seconds_in_calls, 3),
             "time_limit_s_per_call": time_limit_s,

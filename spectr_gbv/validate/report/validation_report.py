@@ -220,7 +220,7 @@ class ValidationReport:
         if "tv_detected" in s and ran:
             stopped = s.get("stopped_early") or {}
             power.append(
-                f"planned power >= {s.get('power_target', 0.99)} per sampled instance against a TV error of "
+                f"planned power >= {s.get('power_target', 0.99)} per {self._unit} against a TV error of "
                 f"{s['tv_detected']:g} (family alpha {s.get('alpha_family', 1e-3):g} over {s.get('family_size', '?')} "
                 "tests)" + (f"; stopped early after a rejection: {', '.join(stopped)}" if stopped else "")
             )
@@ -255,7 +255,7 @@ class ValidationReport:
         if adv_all:
             names = ", ".join(f"{c.name} {c.status}" for c in adv_all)
             lines.append(
-                f"  Notes       {len(adv_all):<4}  advisory, outside the verdict (conventions, determinism): {names}"
+                f"  Notes       {len(adv_all):<4}  advisory, outside the verdict ({self._advisory_kinds}): {names}"
             )
         calls = s.get("verifier_calls")
         if isinstance(calls, int):
@@ -265,6 +265,19 @@ class ValidationReport:
             lines.append(f"  {calls:,} {what} in {self.elapsed_s:.1f} s{spent}")
         return lines
 
+    @property
+    def _generation(self) -> bool:
+        """A report of the generation referee (``--interface generation`` / ``generation_batched``)."""
+        return self.interface.startswith("generation")
+
+    @property
+    def _unit(self) -> str:
+        return "scenario" if self._generation else "sampled instance"
+
+    @property
+    def _advisory_kinds(self) -> str:
+        return "determinism" if self._generation else "conventions, determinism"
+
     def to_text(self) -> str:
         """Human-readable report: the verdict block, one table per section, failures, notes, settings."""
         n_diff = sum(c.diagnosis == "differs_from_reference" for c in self.failures)
@@ -272,8 +285,9 @@ class ValidationReport:
         n_na = sum(c.passed is None for c in self.checks)
         n_adv = sum(c.advisory and c.passed is False for c in self.checks)
         lines = [
-            f"Validation of {self.verifier} (interface {self.interface}, level {self.level_used}, "
-            f"reference {self.reference or '-'}, budget {self.budget}, seed {self.seed}): "
+            f"Validation of {self.verifier} (interface {self.interface}, "
+            + ("" if self._generation else f"level {self.level_used}, reference {self.reference or '-'}, ")
+            + f"budget {self.budget}, seed {self.seed}): "
             f"{'PASSED' if self.passed else 'FAILED'}",
             *self._summary_lines(),
             f"{len(self.checks)} checks: {len(self.checks) - n_fail - n_diff - n_na - n_adv} passed, {n_fail} failed, "
