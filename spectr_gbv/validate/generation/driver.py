@@ -222,7 +222,7 @@ def validate_generation(
     --------
     >>> from spectr_gbv.validate.generation import validate_generation
     >>> rep = validate_generation("hf-assisted", budget="quick")  # doctest: +SKIP
-    >>> rep.passed
+    >>> rep.passed  # doctest: +SKIP
     True
     """
     t0 = time.perf_counter()
