@@ -26,6 +26,52 @@ GENERATION_INTERFACES: tuple[str, ...] = ("generation", "generation_batched")
 ADAPTER_ATTRIBUTES: tuple[str, ...] = ("interface", "description", "family", "lossless", "deterministic", "uses_draft")
 
 
+def bound_adapter(body: Callable[..., Any], **fixed: Any) -> Callable[..., Any]:
+    """A function of exactly the generation signature that calls ``body`` with ``fixed`` keywords added.
+
+    ``generate(target, draft, prompt_ids, max_new_tokens, *, temperature, top_k, top_p, seed)``
+    returns ``body(target, draft, prompt_ids, max_new_tokens, temperature=..., top_k=...,
+    top_p=..., seed=..., **fixed)``; the referee checks that signature, so the adapter exposes
+    it (and no extra parameter). Name and attributes are set by :func:`stamp`.
+
+    Parameters
+    ----------
+    body : callable
+        The adapter's implementation, taking the interface's arguments and ``fixed``.
+    **fixed
+        Keywords bound for this adapter (e.g. ``settings=...``, ``method="mdbv"``).
+
+    Returns
+    -------
+    callable
+    """
+
+    def generate(
+        target: Any,
+        draft: Any,
+        prompt_ids: Any,
+        max_new_tokens: int,
+        *,
+        temperature: float,
+        top_k: int,
+        top_p: float,
+        seed: int,
+    ) -> Any:
+        return body(
+            target,
+            draft,
+            prompt_ids,
+            max_new_tokens,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            seed=seed,
+            **fixed,
+        )
+
+    return generate
+
+
 def stamp(
     fn: Callable[..., Any],
     name: str,

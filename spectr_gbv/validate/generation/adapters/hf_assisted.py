@@ -69,7 +69,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from spectr_gbv.validate.generation.adapters.common import check_prompt, check_settings, model_device, stamp
+from spectr_gbv.validate.generation.adapters.common import (
+    bound_adapter,
+    check_prompt,
+    check_settings,
+    model_device,
+    stamp,
+)
 
 #: ``num_assistant_tokens_schedule`` values of transformers' ``AssistedCandidateGenerator``.
 SCHEDULES: tuple[str, ...] = ("constant", "heuristic", "heuristic_transient")
@@ -266,29 +272,7 @@ def make_assisted_adapter(
         ``settings``.
     """
 
-    def generate(
-        target: Any,
-        draft: Any,
-        prompt_ids: Any,
-        max_new_tokens: int,
-        *,
-        temperature: float,
-        top_k: int,
-        top_p: float,
-        seed: int,
-    ) -> list[int]:
-        return assisted_generate(
-            target,
-            draft,
-            prompt_ids,
-            max_new_tokens,
-            temperature=temperature,
-            top_k=top_k,
-            top_p=top_p,
-            seed=seed,
-            settings=settings,
-        )
-
+    generate = bound_adapter(assisted_generate, settings=settings)
     generate.settings = settings  # type: ignore[attr-defined]
     return stamp(
         generate, name, interface="generation", description=description, family="hf-assisted", lossless=lossless

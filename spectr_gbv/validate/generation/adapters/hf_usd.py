@@ -56,7 +56,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from spectr_gbv.validate.generation.adapters.common import check_prompt, check_settings, model_device, stamp
+from spectr_gbv.validate.generation.adapters.common import (
+    bound_adapter,
+    check_prompt,
+    check_settings,
+    model_device,
+    stamp,
+)
 from spectr_gbv.validate.generation.adapters.hf_assisted import AssistedSettings, assisted_generate
 
 #: torch seed of the adapter's random assistant (its weights are a function of it and V).
@@ -209,21 +215,7 @@ def usd_generate(
 
 
 def _usd_adapter() -> Callable[..., list[int]]:
-    def generate(
-        target: Any,
-        draft: Any,
-        prompt_ids: Any,
-        max_new_tokens: int,
-        *,
-        temperature: float,
-        top_k: int,
-        top_p: float,
-        seed: int,
-    ) -> list[int]:
-        return usd_generate(
-            target, draft, prompt_ids, max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed
-        )
-
+    generate = bound_adapter(usd_generate)
     generate.settings = USD_SETTINGS  # type: ignore[attr-defined]
     return stamp(
         generate,

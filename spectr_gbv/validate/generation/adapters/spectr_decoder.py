@@ -38,6 +38,7 @@ from collections.abc import Callable
 from typing import Any
 
 from spectr_gbv.validate.generation.adapters.common import (
+    bound_adapter,
     check_batch,
     check_prompt,
     check_settings,
@@ -240,29 +241,7 @@ def make_decoder_adapter(
     body = decoder_generate_batched if batched else decoder_generate
     fixed = dict(method=method, num_drafts=num_drafts, draft_length=draft_length, scoring=scoring)
 
-    def generate(
-        target: Any,
-        draft: Any,
-        prompt_ids: Any,
-        max_new_tokens: int,
-        *,
-        temperature: float,
-        top_k: int,
-        top_p: float,
-        seed: int,
-    ) -> Any:
-        return body(
-            target,
-            draft,
-            prompt_ids,
-            max_new_tokens,
-            temperature=temperature,
-            top_k=top_k,
-            top_p=top_p,
-            seed=seed,
-            **fixed,  # type: ignore[arg-type]
-        )
-
+    generate = bound_adapter(body, **fixed)
     for key, value in fixed.items():
         setattr(generate, key, value)
     lossy = method == RELEASED_METHOD
