@@ -39,9 +39,10 @@ INTERFACES: tuple[str, ...] = (
 LEVELS: tuple[str, ...] = ("exact", "statistical")
 BUDGETS: tuple[str, ...] = ("quick", "standard", "thorough")
 CONVENTIONS: tuple[str, ...] = ("vllm",)
-#: The generation referee's interfaces (:data:`spectr_gbv.validate.generation.GENERATION_INTERFACES`):
-#: the positional argument is then a generate loop (``module:function``) or a ready adapter's name.
-GENERATION_INTERFACES: tuple[str, ...] = ("generation", "generation_batched")
+#: The generation referee's interfaces (:data:`spectr_gbv.validate.generation.GENERATION_INTERFACES` and
+#: ``self_drafting``): the positional argument is then a generate loop (``module:function``), a ready adapter's
+#: name, or a self-drafting kernel (``module:function``).
+GENERATION_INTERFACES: tuple[str, ...] = ("generation", "generation_batched", "self_drafting")
 #: Options of the verifier harness that mean nothing to the generation referee: (dest, flag, default).
 _NOT_FOR_GENERATION: tuple[tuple[str, str, object], ...] = (
     ("reference", "--reference", None),
@@ -56,6 +57,8 @@ _GENERATION_ONLY: tuple[tuple[str, str], ...] = (
     ("pairs", "--pairs"),
     ("m", "--m"),
     ("max_new_tokens", "--max-new-tokens"),
+    ("num_draft_tokens", "--num-draft-tokens"),
+    ("rows_per_call", "--rows-per-call"),
 )
 
 
@@ -82,7 +85,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default="generic",
         help=f"one of {', '.join(INTERFACES + GENERATION_INTERFACES)} (default generic); generation: "
         "generate(target, draft, prompt_ids, max_new_tokens, *, temperature, top_k, top_p, seed) checked against "
-        "the target's exact sequence law",
+        "the target's exact sequence law; self_drafting: kernel(draft_logits, target_logits, *, num_draft_tokens, "
+        "last_tokens, positions, seeds, temperature) that draws its own drafts, run as a generation loop",
     )
     p.add_argument("--level", default="statistical", help=f"one of {', '.join(LEVELS)} (default statistical)")
     p.add_argument(
@@ -142,6 +146,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--max-new-tokens", type=int, default=None, metavar="N", help="generation: max_new_tokens passed (default m)"
     )
+    p.add_argument(
+        "--num-draft-tokens",
+        type=int,
+        default=None,
+        metavar="L",
+        help="self_drafting: drafts per round (default 2)",
+    )
+    p.add_argument(
+        "--rows-per-call",
+        type=int,
+        default=None,
+        metavar="B",
+        help="self_drafting: most requests (rows) per kernel call (default 512)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=run)
@@ -157,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
         return _run_generation(args)
     for dest, flag in _GENERATION_ONLY:
         if getattr(args, dest) is not None:
-            raise UsageError(f"{flag} applies to --interface generation / generation_batched only")
+            raise UsageError(f"{flag} applies to --interface generation / generation_batched / self_drafting only")
     if "-" in args.verifier.split(":", 1)[0]:  # no Python module name has a hyphen: a generation adapter's name
         raise UsageError(f"{args.verifier!r} is a generation adapter's name: add --interface generation")
     try:
@@ -214,6 +232,11 @@ def _run_generation(args: argparse.Namespace) -> int:
         if getattr(args, dest) != default:
             raise UsageError(f"{flag} does not apply to --interface {args.interface}")
     pairs = _pairs(args.pairs)
+    if args.interface == "self_drafting":
+        return _run_self_drafting(args, pairs)
+    for dest, flag in _GENERATION_ONLY[3:]:
+        if getattr(args, dest) is not None:
+            raise UsageError(f"{flag} applies to --interface self_drafting only")
     try:
         report = validate_generation(
             load_generate(args.verifier, isolation=args.isolation),
@@ -226,6 +249,40 @@ def _run_generation(args: argparse.Namespace) -> int:
             pairs=pairs,
             m=args.m,
             max_new_tokens=args.max_new_tokens,
+            quiet=True if args.quiet else None,
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc).splitlines()[0]) from exc
+    report.verifier = args.verifier
+    print(report.to_json() if args.json else report.to_text())
+    return report.exit_code
+
+
+def _run_self_drafting(args: argparse.Namespace, pairs: list[Any] | None) -> int:
+    """``validate KERNEL --interface self_drafting``: a self-drafting kernel as a generation loop; the exit code.
+
+    Raises
+    ------
+    UsageError
+        ``--max-new-tokens``, a bad ``--num-draft-tokens`` / ``--rows-per-call``, a kernel with the wrong
+        signature, an unknown pair or ``--m`` too large: one line, exit status 2.
+    """
+    from spectr_gbv.validate.generation.kernel_driver import ROWS_PER_CALL, validate_self_drafting  # noqa: PLC0415
+
+    if args.max_new_tokens is not None:
+        raise UsageError("--max-new-tokens does not apply to --interface self_drafting (the loop stops at m tokens)")
+    try:
+        report = validate_self_drafting(
+            args.verifier,
+            num_draft_tokens=2 if args.num_draft_tokens is None else args.num_draft_tokens,
+            budget=args.budget,
+            seed=args.seed,
+            time_limit_s=600.0 if args.time_limit is None else args.time_limit,
+            isolation=args.isolation,
+            workers=args.workers,
+            pairs=pairs,
+            m=args.m,
+            rows_per_call=ROWS_PER_CALL if args.rows_per_call is None else args.rows_per_call,
             quiet=True if args.quiet else None,
         )
     except ValueError as exc:

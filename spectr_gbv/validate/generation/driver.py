@@ -230,23 +230,66 @@ def validate_generation(
     seed = _check_seed(seed)
     if isinstance(generate, str):
         generate = load_generate(generate, isolation=isolation)
-    unloadable = isinstance(generate, UnloadableVerifier)
-    if not unloadable:
+    if not isinstance(generate, UnloadableVerifier):
         check_signature(generate, interface)
         check_declared_interface(generate, interface)
     guard = make_guard(time_limit_s, isolation, workers)
     plan = build_plan(budget, interface=interface, pairs=pairs, m=m, max_new_tokens=max_new_tokens)
-    name = getattr(generate, "adapter_name", None) or verifier_name(generate)
+
+    def runner(bar: Any) -> GenerationRunner:
+        return GenerationRunner(generate, plan.pairs, guard, interface == "generation_batched", seed, bar.update)
+
+    return run_referee(generate, interface, plan, guard, runner, seed, budget, time_limit_s, quiet, t0)
+
+
+def run_referee(
+    system: Any,
+    interface: str,
+    plan: GenerationPlan,
+    guard: Any,
+    make_runner: Callable[[Any], GenerationRunner],
+    seed: int,
+    budget: str,
+    time_limit_s: float,
+    quiet: bool | None,
+    t0: float,
+    settings: dict[str, Any] | None = None,
+) -> ValidationReport:
+    """Run a planned generation-referee run and assemble its report (the body of :func:`validate_generation`).
+
+    Parameters
+    ----------
+    system : callable or UnloadableVerifier
+        The system under test (its signature already checked).
+    interface : str
+        The report's interface name.
+    plan : GenerationPlan
+    guard : CallGuard
+        Closed when the run ends.
+    make_runner : callable
+        ``make_runner(bar) -> GenerationRunner`` (``bar.update`` is the progress callback).
+    seed, budget, time_limit_s, quiet
+        As :func:`validate_generation`.
+    t0 : float
+        ``time.perf_counter()`` at the start of the call (the report's elapsed time).
+    settings : dict, optional
+        Extra entries of the report's ``settings``.
+
+    Returns
+    -------
+    ValidationReport
+    """
+    name = getattr(system, "adapter_name", None) or verifier_name(system)
     report = ValidationReport(str(name), interface, "statistical", "statistical", None, seed, budget)
     from spectr_gbv.core.progress import progress  # noqa: PLC0415
 
-    bar = progress(plan.total_calls, f"validate generation ({budget})", quiet=quiet, unit="calls")
-    runner = GenerationRunner(generate, plan.pairs, guard, interface == "generation_batched", seed, bar.update)
+    bar = progress(plan.total_calls, f"validate {interface.replace('_', ' ')} ({budget})", quiet=quiet, unit="calls")
+    runner = make_runner(bar)
     crash: CheckResult | None = None
     with CapturedWarnings() as captured:
         try:
-            if unloadable:
-                err = generate.failure  # type: ignore[union-attr]
+            if isinstance(system, UnloadableVerifier):
+                err = system.failure
                 crash = CheckResult("runs", "robustness", False, detail=str(err), diagnosis=err.diagnosis)
             else:
                 _run_checks(runner, plan, report)
@@ -267,7 +310,8 @@ def validate_generation(
             "robustness",
             True,
             sample_size=runner.calls,
-            detail="no generate call raised, hung, exited or returned a bad output",
+            detail=f"no {'kernel' if interface == 'self_drafting' else 'generate'} call raised, hung, exited or "
+            "returned a bad output",
         )
     )
     report.checks.sort(key=lambda c: CATEGORIES.index(c.category))
@@ -289,10 +333,11 @@ def validate_generation(
             "verifier_calls": runner.calls,
             "seconds_in_generate": round(runner.seconds_in_calls, 3),
             "time_limit_s_per_call": time_limit_s,
+            **(settings or {}),
         }
     )
     report.elapsed_s = time.perf_counter() - t0
     return report
 
 
-__all__ = ["DETERMINISM_SEEDS", "DETERMINISM_TOKENS", "validate_generation"]
+__all__ = ["DETERMINISM_SEEDS", "DETERMINISM_TOKENS", "run_referee", "validate_generation"]

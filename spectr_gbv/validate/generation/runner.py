@@ -113,6 +113,13 @@ class GenerationRunner:
         Harness seed; call i of the run gets seed ``seed * SEED_STRIDE + i``.
     progress : callable, optional
         ``progress(n)`` after every n calls (the progress bar).
+    job : callable, optional
+        ``job(generate, models, guard)`` builds what the workers run (default: one generate call
+        per seed); a self-drafting kernel's
+        :class:`~spectr_gbv.validate.generation.self_drafting.KernelJob` runs a chunk's seeds as
+        the rows of one kernel call per round.
+    chunk : int
+        Most seeds per guarded worker call (default :data:`MAX_CHUNK`).
 
     Attributes
     ----------
@@ -131,6 +138,8 @@ class GenerationRunner:
         batched: bool,
         seed: int,
         progress: Callable[[int], None] | None = None,
+        job: Callable[..., _Job] | None = None,
+        chunk: int = MAX_CHUNK,
     ) -> None:
         models = {
             name: {
@@ -141,7 +150,8 @@ class GenerationRunner:
             }
             for name, pair in pairs.items()
         }
-        self.job = _Job(generate, models, guard)
+        self.job = (job or _Job)(generate, models, guard)
+        self.chunk = int(chunk)
         self.guard = guard
         self.batched = batched
         self.next_seed = int(seed) * SEED_STRIDE
@@ -230,7 +240,7 @@ class GenerationRunner:
         what: str,
     ) -> np.ndarray:
         """Calls with ``seeds`` in chunks over the workers: the outputs, ``int64 [len(seeds), new_tokens]``."""
-        chunk = max(1, min(MAX_CHUNK, math.ceil(len(seeds) / (4 * self.guard.workers))))
+        chunk = max(1, min(self.chunk, math.ceil(len(seeds) / (4 * self.guard.workers))))
         method = "run_batch" if self.batched else "run"
         prompt: Any = [sc.prompt, *neighbours] if self.batched else sc.prompt
         kw = sc.settings_kwargs()

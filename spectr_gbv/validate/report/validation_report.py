@@ -259,7 +259,9 @@ class ValidationReport:
             )
         calls = s.get("verifier_calls")
         if isinstance(calls, int):
-            what = "generate calls" if self.interface.startswith("generation") else "verifier calls"
+            what = {"self_drafting": "requests (kernel rows)"}.get(
+                self.interface, "generate calls" if self._generation else "verifier calls"
+            )
             inside = s.get("seconds_in_generate")
             spent = f" ({inside:.1f} s inside them, summed over workers)" if isinstance(inside, float) else ""
             lines.append(f"  {calls:,} {what} in {self.elapsed_s:.1f} s{spent}")
@@ -267,8 +269,8 @@ class ValidationReport:
 
     @property
     def _generation(self) -> bool:
-        """A report of the generation referee (``--interface generation`` / ``generation_batched``)."""
-        return self.interface.startswith("generation")
+        """A report of the generation referee (``generation``, ``generation_batched``, ``self_drafting``)."""
+        return self.interface.startswith("generation") or self.interface == "self_drafting"
 
     @property
     def _unit(self) -> str:

@@ -80,7 +80,7 @@ def test_bad_systems_exit_2(capsys, target, message):
 
 def test_generation_options_need_the_generation_interface(capsys):
     assert main(["validate", "spectr_gbv.reference.mdbv:MultiDraftBlockVerifier", "--m", "2"]) == 2
-    assert "--m applies to --interface generation / generation_batched only" in capsys.readouterr().err
+    assert "--m applies to --interface generation / generation_batched / self_drafting only" in capsys.readouterr().err
 
 
 def test_a_batched_adapter_under_the_single_interface_is_a_usage_error(capsys):
