@@ -7,7 +7,8 @@ probes, an exact or statistical law check on an instance battery, an optional co
 with a named reference algorithm, and an adversarial search, and returns a
 :class:`ValidationReport` of :class:`CheckResult` items (text or JSON).
 :func:`validate_generation` referees a whole generation loop (drafting, verification, caches)
-against the target's exact sequence law, with the same report. The torch and
+against the target's exact sequence law, with the same report; :func:`validate_self_drafting` does the same
+for a verification kernel that draws its own drafts (interface ``self_drafting``). The torch and
 transformers imports happen only for torch verifiers and the hf interface.
 
 Examples
@@ -18,11 +19,19 @@ Examples
 (True, 'exact')
 """
 
-from spectr_gbv.validate.generation import validate_generation
+from spectr_gbv.validate.generation import validate_generation, validate_self_drafting
 from spectr_gbv.validate.harness.driver import validate
 from spectr_gbv.validate.interfaces.loading import load_verifier
 from spectr_gbv.validate.interfaces.names import INTERFACES
 from spectr_gbv.validate.report.results import CheckResult
 from spectr_gbv.validate.report.validation_report import ValidationReport
 
-__all__ = ["INTERFACES", "CheckResult", "ValidationReport", "load_verifier", "validate", "validate_generation"]
+__all__ = [
+    "INTERFACES",
+    "CheckResult",
+    "ValidationReport",
+    "load_verifier",
+    "validate",
+    "validate_generation",
+    "validate_self_drafting",
+]

@@ -42,8 +42,23 @@ class RunStopped(Exception):
         self.check = check
 
 
-class _Job:
-    """What a worker holds: the generate callable, the models by pair, the guard (for its clock)."""
+class GenerationJob:
+    """What a worker holds: the generate callable, the models by pair, the guard (for its clock).
+
+    :meth:`run` (one prompt) and :meth:`run_batch` (B prompts per call) make one generate call per
+    seed and return ``(tokens int64 [n, new] or [n, B, new], bad-output message or None, seconds
+    inside the calls)``; subclasses (a self-drafting kernel's
+    :class:`~spectr_gbv.validate.generation.self_drafting.KernelJob`) keep that contract.
+
+    Parameters
+    ----------
+    generate : callable
+        The system under test.
+    models : dict
+        Per pair: ``target``, ``draft``, ``alt_draft`` (the reference models) and ``vocab_size``.
+    guard : CallGuard
+        Whose per-call clock :meth:`run` ticks.
+    """
 
     def __init__(self, generate: Callable[..., Any], models: dict[str, dict[str, Any]], guard: CallGuard) -> None:
         self.generate = generate
@@ -138,7 +153,7 @@ class GenerationRunner:
         batched: bool,
         seed: int,
         progress: Callable[[int], None] | None = None,
-        job: Callable[..., _Job] | None = None,
+        job: Callable[..., GenerationJob] | None = None,
         chunk: int = MAX_CHUNK,
     ) -> None:
         models = {
@@ -150,7 +165,7 @@ class GenerationRunner:
             }
             for name, pair in pairs.items()
         }
-        self.job = (job or _Job)(generate, models, guard)
+        self.job = (job or GenerationJob)(generate, models, guard)
         self.chunk = int(chunk)
         self.guard = guard
         self.batched = batched
@@ -273,4 +288,4 @@ class GenerationRunner:
         return np.concatenate(parts)
 
 
-__all__ = ["MAX_CHUNK", "SEED_STRIDE", "GenerationRunner", "RunStopped"]
+__all__ = ["MAX_CHUNK", "SEED_STRIDE", "GenerationJob", "GenerationRunner", "RunStopped"]

@@ -14,6 +14,7 @@ is invisible to a harness that supplies the drafts. Interface ``"self_drafting"`
     ``drafted`` int64 [B, L] -> float32 [B, L+1, V]: the target's untempered logits at the L+1
     positions (row i after the context and ``drafted[:, :i]``), ``-inf`` where top-k / top-p
     removed a token.
+
 ``num_draft_tokens`` (int L >= 1), ``last_tokens`` (int64 [B]: each row's last context token),
 ``positions`` (int64 [B]: each row's context length, the position of its first draft), ``seeds``
 (int64 [B], per request, in [0, 2**31)), ``temperature`` (float > 0; the kernel applies it to
@@ -41,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from spectr_gbv.validate.generation.interface import BadOutput
-from spectr_gbv.validate.generation.runner import _Job
+from spectr_gbv.validate.generation.runner import GenerationJob
 from spectr_gbv.validate.isolation.failures import VerifierRaised, as_raised
 
 #: The interface name.
@@ -206,7 +207,7 @@ class _Models:
         return torch.stack(rows)
 
 
-class KernelJob(_Job):
+class KernelJob(GenerationJob):
     """A self-drafting kernel run as a generation loop: what the generation runner's workers hold.
 
     :meth:`run` has the contract of the generation runner's per-prompt calls: all ``seeds`` of
