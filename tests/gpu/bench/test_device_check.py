@@ -24,13 +24,20 @@ def test_dry_run_passes_every_step_and_writes_the_outputs(tmp_path):
     )
     summary = (out / "summary.txt").read_text()
     assert proc.returncode == 0, proc.stdout + proc.stderr + summary
-    assert [line.split()[0] for line in summary.splitlines()] == [
+    lines = summary.splitlines()
+    assert [line.split()[0] for line in lines] == [
         "env",
         "tests_gpu",
         "kernel_overhead",
         "decoder_vs_hf",
+        "engine_flashinfer_chain",
+        "engine_vllm_mrv2",
+        "engine_sglang_chain",
+        "engine_trtllm_sampler",
     ]
-    assert all(" rc=0 " in line for line in summary.splitlines())
+    assert all(" rc=0 " in line for line in lines[:4])
+    # the engine steps are CUDA only: the dry run skips each with one line
+    assert all(line.split()[1:3] == ["skipped:", "dry"] for line in lines[4:])
     assert "passed" in (out / "tests_gpu.txt").read_text()
     assert "mdbv" in (out / "kernel_overhead.txt").read_text()
     res = json.loads((out / "decoder_vs_hf" / "results.json").read_text())
