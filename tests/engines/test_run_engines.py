@@ -35,8 +35,8 @@ def test_commands_run_in_the_engine_environment():
     entry = {"env": "vllm-0.28.0", "target": "bench.engines.vllm_mrv2:probabilistic", "budget": "thorough"}
     entry["args"] = ["--interface", "self_drafting", "--pairs", "far"]
     assert re_.command(entry, None) == (
-        "OMP_NUM_THREADS=1 TRITON_INTERPRET=1 .engines/vllm-0.28.0/bin/spectr-gbv validate bench.engines.vllm_mrv2:probabilistic "
-        "--interface self_drafting --pairs far --budget thorough --seed 0"
+        "OMP_NUM_THREADS=1 TRITON_INTERPRET=1 .engines/vllm-0.28.0/bin/spectr-gbv validate "
+        "bench.engines.vllm_mrv2:probabilistic --interface self_drafting --pairs far --budget thorough --seed 0"
     )
     assert re_.command({**entry, "env": None}, "quick").startswith("OMP_NUM_THREADS=1 TRITON_INTERPRET=1 spectr-gbv ")
     assert str(re_.python_of(entry)).endswith(".engines/vllm-0.28.0/bin/python")
