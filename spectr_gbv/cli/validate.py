@@ -199,6 +199,11 @@ def run(args: argparse.Namespace) -> int:
         )
     except ValueError as exc:
         raise UsageError(str(exc).splitlines()[0]) from exc
+    return _print_report(report, args)
+
+
+def _print_report(report: Any, args: argparse.Namespace) -> int:
+    """Name the report after the CLI's argument, print it (text or ``--json``) and return its exit code."""
     report.verifier = args.verifier
     print(report.to_json() if args.json else report.to_text())
     return report.exit_code
@@ -253,9 +258,7 @@ def _run_generation(args: argparse.Namespace) -> int:
         )
     except ValueError as exc:
         raise UsageError(str(exc).splitlines()[0]) from exc
-    report.verifier = args.verifier
-    print(report.to_json() if args.json else report.to_text())
-    return report.exit_code
+    return _print_report(report, args)
 
 
 def _run_self_drafting(args: argparse.Namespace, pairs: list[Any] | None) -> int:
@@ -287,9 +290,7 @@ def _run_self_drafting(args: argparse.Namespace, pairs: list[Any] | None) -> int
         )
     except ValueError as exc:
         raise UsageError(str(exc).splitlines()[0]) from exc
-    report.verifier = args.verifier
-    print(report.to_json() if args.json else report.to_text())
-    return report.exit_code
+    return _print_report(report, args)
 
 
 def _instances(path: str | None, K: int | None) -> list[object] | None:
