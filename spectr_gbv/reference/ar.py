@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from spectr_gbv.core.methods import class_facts
 from spectr_gbv.core.numbers import Scalar
 from spectr_gbv.reference.base import DraftTuple, Verifier, VerifyInput
 from spectr_gbv.reference.choosers import Chooser, Emission
@@ -21,11 +22,8 @@ class AutoregressiveVerifier(Verifier):
     """
 
     name = "ar"
-    lossless = True
+    lossless, structure, citation = class_facts(name)
     symmetric = True
-    citation = "plain autoregressive sampling from the target p (THEORY.md section 6)"
-
-    structure = "selected_draft"
 
     def law_key(self, drafts: DraftTuple) -> tuple[()]:
         """One key for every draft tuple: the law never reads the drafts."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from spectr_gbv.core.methods import class_facts
 from spectr_gbv.core.numbers import Scalar
 from spectr_gbv.reference.base import DraftTuple, Verifier, VerifyInput
 from spectr_gbv.reference.choosers import Chooser, Emission
@@ -29,11 +30,8 @@ class BlockVerifier(Verifier):
     """
 
     name = "bv"
-    lossless = True
+    lossless, structure, citation = class_facts(name)
     symmetric = False
-    citation = "Sun et al. 2024 (arXiv 2403.10444), Algorithm 2; THEORY.md section 3"
-
-    structure = "selected_draft"
 
     def law_key(self, drafts: DraftTuple) -> tuple[int, ...]:
         """Only the first draft matters."""

@@ -9,6 +9,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from spectr_gbv.core.methods import class_facts
 from spectr_gbv.core.numbers import Scalar
 from spectr_gbv.reference.base import Verifier, VerifyInput
 from spectr_gbv.reference.choosers import Chooser, Emission
@@ -128,13 +129,8 @@ class MultiPathGreedyVerifier(Verifier):
     """
 
     name = "gbv_multipath"
-    lossless = True
+    lossless, structure, citation = class_facts(name)
     symmetric = True
-    structure = "selected_draft"
-    citation = (
-        "Thomas & Pal 2026 (arXiv 2602.16961), multi-path greedy BV; Sun et al. 2024 "
-        "(arXiv 2403.10444), Algorithm 2; THEORY.md section 6"
-    )
 
     def prepare(self, batch: VerifyInput) -> _Prepared:
         """Select the path, compute its skewed conditionals and BV weights."""

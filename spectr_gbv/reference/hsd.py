@@ -50,6 +50,7 @@ from typing import Any
 
 import numpy as np
 
+from spectr_gbv.core.methods import class_facts
 from spectr_gbv.core.numbers import Scalar
 from spectr_gbv.reference.base import DraftTuple, Verifier, VerifyInput, normalize, residual_or_fallback
 from spectr_gbv.reference.choosers import Chooser, Emission
@@ -206,14 +207,8 @@ class HierarchicalVerifier(Verifier):
     """
 
     name = "hsd"
-    lossless = True
+    lossless, structure, citation = class_facts(name)
     symmetric = False
-    citation = (
-        "Zhou et al. 2026 (arXiv 2601.05724), Algorithm 2 with Definitions 4-6 and Eqs. (19)-(20); "
-        "equal in law to BV (Sun et al. 2024, arXiv 2403.10444); THEORY.md section 3"
-    )
-
-    structure = "selected_draft"
 
     def law_key(self, drafts: DraftTuple) -> tuple[int, ...]:
         """Only the first draft matters."""
@@ -271,14 +266,8 @@ class ReleasedHierarchicalVerifier(HierarchicalVerifier):
     """
 
     name = "hsd_released"
-    lossless = False
+    lossless, structure, citation = class_facts(name)
     symmetric = False
-    citation = (
-        "LOSSY: Zhou et al. 2026 (arXiv 2601.05724) as released in ZhouYuxuanYX/Hierarchical-Speculative-Decoding "
-        "transformers/generation/utils.py @ 3b1ae00 (uncapped whole-draft ratio)"
-    )
-
-    structure = "selected_draft"
 
     def whole_block_weight(self, batch: VerifyInput) -> Scalar:
         """The released :math:`h_L = \\min\\{1, r(x^L)\\}` (uncapped joint ratio of draft 1)."""
@@ -308,10 +297,8 @@ class MultiDraftHierarchicalVerifier(Verifier):
     """
 
     name = "hsd_multidraft"
-    lossless = True
+    lossless, structure, citation = class_facts(name)
     symmetric = False
-    structure = "draft_scan"
-    citation = "Zhou et al. 2026 (arXiv 2601.05724), Algorithm 3; equal in law to MDBV (THEORY.md section 6)"
 
     def scan_step(
         self, batch: VerifyInput, k: int, prefix: tuple[int, ...], law: np.ndarray, chooser: Chooser

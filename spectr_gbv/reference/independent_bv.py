@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from spectr_gbv.core.methods import class_facts
 from spectr_gbv.reference.base import Verifier, VerifyInput
 from spectr_gbv.reference.choosers import Chooser, Emission
 from spectr_gbv.reference.kernels import BlockWeights, block_residual, block_weights
@@ -28,12 +29,8 @@ class IndependentBlockVerifier(Verifier):
     """
 
     name = "independent_bv"
-    lossless = False
+    lossless, structure, citation = class_facts(name)
     symmetric = False
-    citation = (
-        "LOSSY baseline: Sun et al. 2024 (arXiv 2403.10444) Algorithm 2 on each draft, longest "
-        "kept (first draft on ties); THEORY.md section 6 (b)"
-    )
 
     def prepare(self, batch: VerifyInput) -> list[BlockWeights]:
         """BV weights of every draft."""

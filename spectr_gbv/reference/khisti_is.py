@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from spectr_gbv.core.methods import class_facts
 from spectr_gbv.core.numbers import Scalar
 from spectr_gbv.reference.base import Verifier, VerifyInput, residual_or_fallback
 from spectr_gbv.reference.choosers import Chooser, Emission
@@ -266,14 +267,8 @@ class ImportanceSamplingVerifier(Verifier):
     """
 
     name = "khisti_is"
-    lossless = True
+    lossless, structure, citation = class_facts(name)
     symmetric = False
-    structure = "draft_tree"
-    citation = (
-        "Khisti et al. 2025 (arXiv 2410.18234), canonical decomposition: truncated-LP importance "
-        "sampling selection (s = 5, pairwise tournament for K > 2) then speculative sampling, per "
-        "node of the draft tree"
-    )
 
     lp_truncation: ClassVar[int] = DEFAULT_LP_TRUNCATION
 

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from spectr_gbv.core.instance import Instance
+from spectr_gbv.core.methods import class_facts
 from spectr_gbv.reference.base import Verifier, VerifyInput
 from spectr_gbv.reference.choosers import Chooser, Emission
 from spectr_gbv.theory.lp import LPResult, kernel_for, optimal_lossless
@@ -62,10 +63,9 @@ class LPOracleVerifier(Verifier):
     """
 
     name = "lp_oracle"
-    lossless = True
+    lossless, structure, citation = class_facts(name)
     symmetric = True
     kernel_tolerance = LP_KERNEL_TOLERANCE
-    citation = "OPT(K) linear program kernel (Hu et al. 2025, arXiv 2502.18779; THEORY.md section 5)"
 
     def __init__(self, instance: Instance, num_drafts: int) -> None:
         super().__init__()

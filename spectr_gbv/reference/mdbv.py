@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from spectr_gbv.core.methods import class_facts
 from spectr_gbv.reference.base import Verifier, VerifyInput
 from spectr_gbv.reference.choosers import Chooser, Emission
 from spectr_gbv.reference.kernels import block_verify
@@ -73,13 +74,8 @@ class MultiDraftBlockVerifier(Verifier):
     """
 
     name = "mdbv"
-    lossless = True
+    lossless, structure, citation = class_facts(name)
     symmetric = False
-    structure = "draft_scan"
-    citation = (
-        "this project's lossless reading of Lin et al. 2026 (SpecTr-GBV, arXiv 2604.25925) "
-        "Steps 1-3, built on Sun et al. 2024 (arXiv 2403.10444) Algorithm 2; THEORY.md section 6"
-    )
 
     def scan_step(
         self, batch: VerifyInput, k: int, prefix: tuple[int, ...], law: np.ndarray, chooser: Chooser

@@ -70,6 +70,7 @@ from typing import Any
 
 import numpy as np
 
+from spectr_gbv.core.methods import class_facts
 from spectr_gbv.reference.base import Verifier, VerifyInput
 from spectr_gbv.reference.choosers import Chooser, Emission
 from spectr_gbv.reference.coverage import (
@@ -451,16 +452,8 @@ class NearOptBlockVerifier(Verifier):
     """
 
     name = "near_opt_bv"
-    lossless = True
+    lossless, structure, citation = class_facts(name)
     symmetric = True
-    structure = "selected_draft"
-    citation = (
-        "near_opt_bv (this project, issue 18): one draft selected by the largest of independent "
-        "scores whose laws split each node's score-law polymatroid by its lexicographically optimal "
-        "base (BV-weighted target p), the under-drafted children re-split in proportion to q, then "
-        "block verification with its law "
-        "(Sun et al. 2024, arXiv 2403.10444, Algorithm 2)"
-    )
 
     def __init__(
         self, priority: str | None = None, weighting: str = "bv", selection: str = "score", split: str = "orders"

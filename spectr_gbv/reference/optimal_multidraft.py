@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from spectr_gbv.core.methods import class_facts
 from spectr_gbv.reference import coverage
 from spectr_gbv.reference.base import Verifier, VerifyInput, residual_or_fallback
 from spectr_gbv.reference.choosers import Chooser, Emission
@@ -179,14 +180,8 @@ class OptimalMultiDraftVerifier(Verifier):
     """
 
     name = "optimal_multidraft"
-    lossless = True
+    lossless, structure, citation = class_facts(name)
     symmetric = True
-    structure = "draft_tree"
-    citation = (
-        "optimal single-step multi-draft verification (value: Hu et al. 2025, arXiv 2502.18779; "
-        "decomposition: Khisti et al. 2024, arXiv 2410.18234) lifted node by node to the draft trie; "
-        "exact polymatroid construction of this project"
-    )
 
     def node_step(
         self, p: np.ndarray, q: np.ndarray, tokens: list[int], prefix: tuple[int, ...], exact: bool, chooser: Chooser

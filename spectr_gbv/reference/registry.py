@@ -8,50 +8,15 @@ that must see later registrations should read ``registry.METHODS`` or call
 
 from __future__ import annotations
 
-from spectr_gbv.reference.ar import AutoregressiveVerifier
-from spectr_gbv.reference.base import Verifier
-from spectr_gbv.reference.bv import BlockVerifier
-from spectr_gbv.reference.gbv_multipath import MultiPathGreedyVerifier
-from spectr_gbv.reference.hsd import (
-    HierarchicalVerifier,
-    MultiDraftHierarchicalVerifier,
-    ReleasedHierarchicalVerifier,
-)
-from spectr_gbv.reference.independent_bv import IndependentBlockVerifier
-from spectr_gbv.reference.khisti_is import ImportanceSamplingVerifier
-from spectr_gbv.reference.mdbv import MultiDraftBlockVerifier
-from spectr_gbv.reference.near_opt_bv import NearOptBlockVerifier
-from spectr_gbv.reference.optimal_multidraft import OptimalMultiDraftVerifier
-from spectr_gbv.reference.rrs import RecursiveRejectionVerifier
-from spectr_gbv.reference.rrs_random import RandomOrderRecursiveRejectionVerifier
-from spectr_gbv.reference.sd import SpeculativeDecodingVerifier
-from spectr_gbv.reference.spectr import SpecTrVerifier
-from spectr_gbv.reference.spectr_gbv_released import ReleasedSpecTrGBVVerifier
-from spectr_gbv.reference.traversal import TraversalVerifier
+import importlib
 
-#: Every stable method name, in report order (``greedy_bv`` and ``lp_oracle`` are registered
-#: by other modules).
-STABLE_METHOD_NAMES: tuple[str, ...] = (
-    "ar",
-    "sd",
-    "bv",
-    "greedy_bv",
-    "spectr",
-    "rrs",
-    "gbv_multipath",
-    "mdbv",
-    "lp_oracle",
-    "spectr_gbv_released",
-    "independent_bv",
-    "traversal",
-    "khisti_is",
-    "rrs_random",
-    "hsd",
-    "hsd_released",
-    "hsd_multidraft",
-    "optimal_multidraft",
-    "near_opt_bv",
-)
+from spectr_gbv.core.methods import METHOD_NAMES, METHOD_TABLE
+from spectr_gbv.reference.base import Verifier
+
+#: Every stable method name, in report order: the names of
+#: :data:`~spectr_gbv.core.methods.METHOD_TABLE` (``greedy_bv`` is stateful and ``lp_oracle``
+#: solved per instance: :func:`~spectr_gbv.simulate.methods.simulate_method` runs them).
+STABLE_METHOD_NAMES: tuple[str, ...] = METHOD_NAMES
 
 _REGISTRY: dict[str, type[Verifier]] = {}
 
@@ -100,10 +65,11 @@ def register(cls: type[Verifier], *, replace: bool = False) -> type[Verifier]:
 
 
 def check_method(name: str) -> str:
-    """Return ``name`` if it is one of :data:`STABLE_METHOD_NAMES`, else ValueError listing them.
+    """Return ``name`` if it names a method: a table entry or a class added by :func:`register`.
 
     Unlike :func:`get_verifier` this accepts ``greedy_bv`` and ``lp_oracle`` (they need an
-    instance; see :func:`spectr_gbv.simulate.methods.simulate_method`).
+    instance; see :func:`spectr_gbv.simulate.methods.simulate_method`). A user's own rule
+    (``"module:attribute"``) is resolved by :func:`spectr_gbv.reference.user_rules.resolve_rule`.
 
     Raises
     ------
@@ -113,8 +79,9 @@ def check_method(name: str) -> str:
         An unknown name.
     """
     _check_name(name)
-    if name not in STABLE_METHOD_NAMES:
-        raise ValueError(f"unknown method {name!r}; valid: {', '.join(STABLE_METHOD_NAMES)}")
+    if name not in STABLE_METHOD_NAMES and name not in _REGISTRY:
+        valid = ", ".join(STABLE_METHOD_NAMES + tuple(m for m in METHODS if m not in STABLE_METHOD_NAMES))
+        raise ValueError(f"unknown method {name!r}; valid: {valid}, or 'module:attribute' naming your own rule")
     return name
 
 
@@ -150,24 +117,12 @@ def get_verifier(name: str) -> Verifier:
     return cls()
 
 
-for _cls in (
-    AutoregressiveVerifier,
-    SpeculativeDecodingVerifier,
-    BlockVerifier,
-    SpecTrVerifier,
-    RecursiveRejectionVerifier,
-    MultiPathGreedyVerifier,
-    MultiDraftBlockVerifier,
-    ReleasedSpecTrGBVVerifier,
-    IndependentBlockVerifier,
-    TraversalVerifier,
-    ImportanceSamplingVerifier,
-    RandomOrderRecursiveRejectionVerifier,
-    OptimalMultiDraftVerifier,
-    NearOptBlockVerifier,
-    HierarchicalVerifier,
-    ReleasedHierarchicalVerifier,
-    MultiDraftHierarchicalVerifier,
-):
-    register(_cls)
-del _cls
+def _load(path: str) -> type[Verifier]:
+    module, attr = path.split(":")
+    return getattr(importlib.import_module(module), attr)  # type: ignore[no-any-return]
+
+
+for _spec in METHOD_TABLE:
+    if _spec.reference is not None and not _spec.needs_instance:
+        register(_load(_spec.reference))
+del _spec

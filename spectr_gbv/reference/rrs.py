@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from spectr_gbv.core.methods import class_facts
 from spectr_gbv.reference.base import Verifier, VerifyInput, normalize
 from spectr_gbv.reference.choosers import Chooser, Emission
 from spectr_gbv.reference.structure import walk_draft_tree
@@ -71,13 +72,8 @@ class RecursiveRejectionVerifier(Verifier):
     """
 
     name = "rrs"
-    lossless = True
+    lossless, structure, citation = class_facts(name)
     symmetric = False
-    structure = "draft_tree"
-    citation = (
-        "Miao et al. 2024 (SpecInfer, arXiv 2305.09781), multi-step speculative sampling on "
-        "the draft tree; THEORY.md section 6"
-    )
 
     def node_step(
         self, p: np.ndarray, q: np.ndarray, tokens: list[int], prefix: tuple[int, ...], exact: bool, chooser: Chooser

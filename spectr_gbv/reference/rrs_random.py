@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from spectr_gbv.core.methods import class_facts
 from spectr_gbv.reference.base import Verifier, VerifyInput
 from spectr_gbv.reference.choosers import Chooser, Emission
 from spectr_gbv.reference.rrs import rrs_node
@@ -79,13 +80,8 @@ class RandomOrderRecursiveRejectionVerifier(Verifier):
     """
 
     name = "rrs_random"
-    lossless = True
+    lossless, structure, citation = class_facts(name)
     symmetric = True
-    structure = "draft_tree"
-    citation = (
-        "Miao et al. 2024 (SpecInfer, arXiv 2305.09781), multi-step speculative sampling with the "
-        "drafts through each node tried in uniformly random order; THEORY.md section 6"
-    )
 
     def node_step(
         self, p: np.ndarray, q: np.ndarray, tokens: list[int], prefix: tuple[int, ...], exact: bool, chooser: Chooser

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from spectr_gbv.core.methods import class_facts
 from spectr_gbv.core.numbers import Scalar
 from spectr_gbv.reference.base import DraftTuple, Verifier, VerifyInput, residual_or_fallback
 from spectr_gbv.reference.choosers import Chooser, Emission
@@ -31,11 +32,8 @@ class SpeculativeDecodingVerifier(Verifier):
     """
 
     name = "sd"
-    lossless = True
+    lossless, structure, citation = class_facts(name)
     symmetric = False
-    citation = "Leviathan et al. 2023 (arXiv 2211.17192), Algorithm 1; THEORY.md section 3"
-
-    structure = "selected_draft"
 
     def law_key(self, drafts: DraftTuple) -> tuple[int, ...]:
         """Only the first draft matters."""

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from spectr_gbv.core.methods import class_facts
 from spectr_gbv.reference.base import Verifier, VerifyInput, residual_or_fallback
 from spectr_gbv.reference.choosers import Chooser, Emission
 from spectr_gbv.reference.kernels import kseq_residual, kseq_rho
@@ -42,10 +43,8 @@ class SpecTrVerifier(Verifier):
     """
 
     name = "spectr"
-    lossless = True
+    lossless, structure, citation = class_facts(name)
     symmetric = False
-    structure = "draft_tree"
-    citation = "Sun et al. 2023 (arXiv 2310.15141), K-SEQ on the draft tree; THEORY.md section 6"
 
     def node_step(
         self, p: np.ndarray, q: np.ndarray, tokens: list[int], prefix: tuple[int, ...], exact: bool, chooser: Chooser

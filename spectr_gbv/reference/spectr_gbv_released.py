@@ -8,6 +8,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from spectr_gbv.core.methods import class_facts
 from spectr_gbv.core.numbers import Scalar, safe_divide
 from spectr_gbv.reference.base import Verifier, VerifyInput
 from spectr_gbv.reference.choosers import Chooser, Emission
@@ -113,12 +114,8 @@ class ReleasedSpecTrGBVVerifier(Verifier):
     """
 
     name = "spectr_gbv_released"
-    lossless = False
+    lossless, structure, citation = class_facts(name)
     symmetric = False
-    citation = (
-        "LOSSY: Lin et al. 2026 (arXiv 2604.25925) as released in junemily/SpecTr-GBV "
-        "src/engine.py @ e399f44; THEORY.md section 6a"
-    )
 
     def prepare(self, batch: VerifyInput) -> _Prepared:
         """Joint probabilities along every draft and every raw weight h."""

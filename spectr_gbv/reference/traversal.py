@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from spectr_gbv.core.methods import class_facts
 from spectr_gbv.core.numbers import Scalar
 from spectr_gbv.reference.base import Verifier, VerifyInput
 from spectr_gbv.reference.choosers import Chooser, Emission
@@ -217,12 +218,8 @@ class TraversalVerifier(Verifier):
     """
 
     name = "traversal"
-    lossless = True
+    lossless, structure, citation = class_facts(name)
     symmetric = False
-    citation = (
-        "Weng et al. 2025 (Traversal Verification, NeurIPS 2025, arXiv 2505.12398), Algorithm 1 "
-        "on the trie of the drafts, q(.|u) as the draft law of every node"
-    )
 
     def prepare(self, batch: VerifyInput) -> TraversalPlan:
         """The test schedule (:func:`traversal_plan`)."""

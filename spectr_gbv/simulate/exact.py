@@ -46,7 +46,8 @@ from spectr_gbv.core.numbers import Scalar, check_distribution, sum_exact, zeros
 from spectr_gbv.core.progress import progress
 from spectr_gbv.core.tabular import TabularAR
 from spectr_gbv.reference.base import Verifier, VerifyInput
-from spectr_gbv.reference.registry import get_verifier
+from spectr_gbv.reference.registry import available_methods, get_verifier
+from spectr_gbv.reference.user_rules import resolve_rule
 from spectr_gbv.simulate.structured import (
     ESTIMATE_CAP,
     StructuredLaw,
@@ -353,7 +354,7 @@ def _enumerate_tuples(
 
 def simulate_exact(
     instance: Instance,
-    method: str | Verifier,
+    method: Any,
     num_drafts: int,
     *,
     max_tuples: int = MAX_DRAFT_TUPLES,
@@ -370,8 +371,11 @@ def simulate_exact(
     ----------
     instance : Instance
         p (depth >= L, for the bonus), q (depth >= L - 1) and L; exact or float64.
-    method : str or Verifier
-        A stable method name (:func:`~spectr_gbv.reference.get_verifier`) or an instance.
+    method : str, Verifier, Verifier subclass or callable
+        A registered method name (:func:`~spectr_gbv.reference.get_verifier`), a
+        ``"module:attribute"`` naming a user's rule, or the rule itself
+        (:func:`~spectr_gbv.reference.user_rules.resolve_rule`: a plain function is enumerated
+        over its random draws).
     num_drafts : int
         K >= 1.
     max_tuples : int
@@ -407,9 +411,11 @@ def simulate_exact(
     >>> simulate_exact(default_instance(), "mdbv", 2).expected_accepted
     Fraction(61, 36)
     """
-    verifier = get_verifier(method) if isinstance(method, str) else method
-    if not isinstance(verifier, Verifier):
-        raise ValueError(f"method: expected a name or a Verifier, got {type(method).__name__}")
+    if isinstance(method, str) and method in available_methods():
+        verifier = get_verifier(method)
+    else:
+        _, resolved = resolve_rule(method)
+        verifier = resolved if resolved is not None else get_verifier(method)
     K = num_drafts
     if not isinstance(K, int | np.integer) or isinstance(K, bool) or K < 1:
         raise ValueError(f"num_drafts (K) must be an int >= 1, got {K!r}")
