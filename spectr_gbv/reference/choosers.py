@@ -179,7 +179,8 @@ class SamplingChooser:
         ws = check_weights(weights, self.exact)
         u = self.rng.random()
         total = _total(ws, self.exact)
-        threshold = Fraction(u) * total if self.exact else u * total
+        # exact: u * total < acc  <=>  u < acc / total (total > 0), which needs no product with u
+        threshold = u if self.exact else u * total
         acc: Scalar = Fraction(0) if self.exact else 0.0
         last_positive = 0
         for i, w in enumerate(ws):
@@ -187,7 +188,7 @@ class SamplingChooser:
                 continue
             last_positive = i
             acc += w
-            if threshold < acc:
+            if threshold < (acc / total if self.exact else acc):
                 return i
         return last_positive  # float rounding: u * total >= the summed weights
 

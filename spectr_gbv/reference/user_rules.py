@@ -34,7 +34,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from numbers import Integral, Real
@@ -44,7 +44,7 @@ import numpy as np
 
 from spectr_gbv.core.methods import is_registered, method_spec
 from spectr_gbv.core.numbers import Scalar
-from spectr_gbv.reference.base import Verifier, VerifyInput
+from spectr_gbv.reference.base import DraftTuple, Verifier, VerifyInput
 from spectr_gbv.reference.choosers import Chooser, Emission
 
 #: Largest number of random draws one run of a user's function may make while enumerated.
@@ -118,17 +118,55 @@ class SymbolicUniform:
 
     __ge__ = __gt__
 
-    def _refuse(self, *args: Any) -> Any:
-        raise NotEnumerableError("arithmetic on a random draw (only comparisons u < t can be enumerated)")
+    def __mul__(self, c: Any) -> ScaledUniform:
+        return ScaledUniform(self, c)
 
-    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _refuse
-    __truediv__ = __rtruediv__ = __pow__ = __rpow__ = __neg__ = __abs__ = _refuse
+    __rmul__ = __mul__
+
+    def _refuse(self, *args: Any) -> Any:
+        raise NotEnumerableError("arithmetic on a random draw (only u < t and (c * u) < t with c > 0 are enumerated)")
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __truediv__ = __rtruediv__ = _refuse
+    __pow__ = __rpow__ = __neg__ = __abs__ = _refuse
 
     def __float__(self) -> float:
         raise NotEnumerableError("float() of a random draw")
 
     def __repr__(self) -> str:
         return f"SymbolicUniform([{self._lo}, {self._hi}))"
+
+
+class ScaledUniform:
+    """``c * u`` for a :class:`SymbolicUniform` ``u`` and a number ``c > 0``: ``c * u < t`` is ``u < t / c``.
+
+    Raises
+    ------
+    NotEnumerableError
+        ``c`` is not a positive real number, or any use other than a comparison.
+    """
+
+    __slots__ = ("_base", "_c")
+
+    def __init__(self, base: SymbolicUniform, c: Any) -> None:
+        if isinstance(c, SymbolicUniform | ScaledUniform):
+            raise NotEnumerableError("a product of two random draws")
+        c = _threshold(c, base._exact)
+        if not c > 0:
+            raise NotEnumerableError(f"a random draw times {c} (only positive factors are enumerated)")
+        self._base, self._c = base, c
+
+    def __lt__(self, t: Any) -> bool:
+        return self._base._below(_threshold(t, self._base._exact) / self._c)
+
+    __le__ = __lt__
+
+    def __gt__(self, t: Any) -> bool:
+        return not self.__lt__(t)
+
+    __ge__ = __gt__
+
+    def __float__(self) -> float:
+        raise NotEnumerableError("float() of a random draw")
 
 
 def _size(size: Any) -> tuple[int, ...] | None:
@@ -139,12 +177,19 @@ def _size(size: Any) -> tuple[int, ...] | None:
     return tuple(int(s) for s in size)
 
 
-class EnumeratingRng:
+#: The attributes of :class:`EnumeratingRng` a user's function may use.
+_RNG_API = frozenset({"random", "uniform", "choice", "integers", "permutation", "shuffle", "draws"})
+
+
+class EnumeratingRng(np.random.Generator):
     """The ``rng`` a user's function receives while its law is enumerated.
 
-    Supports ``random``, ``uniform(0, 1)``, ``choice``, ``integers``, ``permutation`` and
-    ``shuffle`` (see the module docstring); every other attribute raises
-    :class:`NotEnumerableError`.
+    A :class:`numpy.random.Generator` subclass (so ``isinstance`` checks and calls such as
+    ``Verifier.sample(..., rng)`` inside the function work) that supports ``random``,
+    ``uniform(0, 1)``, ``choice``, ``integers``, ``permutation`` and ``shuffle`` (see the module
+    docstring). Every other public attribute (``gumbel``, ``normal``, ``bit_generator``,
+    ``spawn``, ...) raises :class:`NotEnumerableError`: no draw ever comes from a real bit
+    generator.
 
     Parameters
     ----------
@@ -155,9 +200,15 @@ class EnumeratingRng:
     """
 
     def __init__(self, chooser: Chooser, exact: bool) -> None:
+        super().__init__(np.random.PCG64(0))
         self._chooser = chooser
         self._exact = exact
         self.draws = 0
+
+    def __getattribute__(self, name: str) -> Any:
+        if name.startswith("_") or name in _RNG_API:
+            return object.__getattribute__(self, name)
+        raise NotEnumerableError(f"rng.{name} (only random, uniform(0, 1), choice, integers, permutation, shuffle)")
 
     def _count(self, n: int = 1) -> None:
         self.draws += n
@@ -224,9 +275,6 @@ class EnumeratingRng:
         """Shuffle the sequence ``x`` in place (uniform permutation)."""
         x[:] = self.permutation(np.asarray(x))
 
-    def __getattr__(self, name: str) -> Any:
-        raise NotEnumerableError(f"rng.{name} (only random, uniform(0, 1), choice, integers, permutation, shuffle)")
-
 
 class FunctionVerifier(Verifier):
     """A plain function with the generic interface, as a :class:`~spectr_gbv.reference.Verifier`.
@@ -250,6 +298,12 @@ class FunctionVerifier(Verifier):
         ``fn.lossless`` when the function declares it, else False (no claim).
     lossless_claimed : bool or None
         ``fn.lossless`` as declared, None when not declared.
+    drafts : str
+        ``fn.drafts`` when declared (``"one"``: the function reads draft 0 only, so the exact
+        simulator groups draft tuples by their first draft), else ``"many"``.
+    symmetric : bool
+        ``fn.symmetric`` when declared (its law does not depend on the order of the drafts:
+        the simulator enumerates multisets), else False.
 
     Raises
     ------
@@ -273,9 +327,18 @@ class FunctionVerifier(Verifier):
         claimed = getattr(fn, "lossless", None)
         self.lossless_claimed: bool | None = claimed if isinstance(claimed, bool) else None
         self.lossless = bool(self.lossless_claimed)  # type: ignore[misc]
+        drafts = getattr(fn, "drafts", "many")
+        if drafts not in ("one", "many"):
+            raise ValueError(f"rule {self.name}: drafts must be 'one' or 'many', got {drafts!r}")
+        self.drafts = drafts
+        self.symmetric = getattr(fn, "symmetric", False) is True  # type: ignore[misc]
         doc = (getattr(fn, "__doc__", None) or "").strip()
         self.citation = doc.splitlines()[0] if doc else "a user's rule"  # type: ignore[misc]
         self._paths = 0
+
+    def law_key(self, drafts: DraftTuple) -> Hashable:
+        """The first draft when the function declares ``drafts = "one"``; else as the base class."""
+        return drafts[0] if self.drafts == "one" else super().law_key(drafts)
 
     def outcome_law_checked(self, batch: VerifyInput) -> dict[tuple[int, ...], Scalar]:
         """Exact law by enumeration of the function's draws (see the module docstring)."""
@@ -400,6 +463,10 @@ class RuleInfo:
         The rule's own claim (the table's fact for a registered method); None: no claim.
     structure : str or None
         The reading shape the exact simulator uses (declared in the class body).
+    drafts : str
+        ``"none"``, ``"one"`` or ``"many"``: the table's arity of a registered method; a user's
+        rule's ``drafts`` attribute when it declares one (``"one"``: grids run it at K = 1),
+        else ``"many"``.
     note : str
         One line for the user ("" when nothing to say): e.g. a class with ``node_step`` that
         declares no structure is simulated tuple by tuple.
@@ -409,13 +476,15 @@ class RuleInfo:
     origin: str
     lossless_claimed: bool | None
     structure: str | None
+    drafts: str = "many"
     note: str = ""
 
     def describe(self) -> str:
         """One line: name, origin, lossless claim, structure, note."""
         claim = {True: "claims lossless", False: "declared lossy", None: "no lossless claim"}[self.lossless_claimed]
         shape = f"structure {self.structure}" if self.structure else "no structure (tuple-by-tuple enumeration)"
-        text = f"{self.name}: {self.origin}, {claim}, {shape}"
+        reads = {"none": ", reads no draft", "one": ", reads draft 0 only", "many": ""}[self.drafts]
+        text = f"{self.name}: {self.origin}, {claim}, {shape}{reads}"
         return f"{text}; {self.note}" if self.note else text
 
 
@@ -448,7 +517,7 @@ def resolve_rule(method: Any) -> tuple[RuleInfo, Verifier | None]:
     if isinstance(method, str):
         if is_registered(method):
             spec = method_spec(method)
-            return RuleInfo(method, "registered", spec.lossless, spec.structure), None
+            return RuleInfo(method, "registered", spec.lossless, spec.structure, spec.drafts), None
         if method in available_methods():
             v = get_verifier(method)
             return _info(v, method, "registered"), None
@@ -475,4 +544,6 @@ def _info(v: Verifier, name: str, origin: str) -> RuleInfo:
             "defines node_step but declares no structure: simulated draft tuple by draft tuple; "
             "set structure = 'draft_tree' in its class body if its run walks the tree with walk_draft_tree"
         )
-    return RuleInfo(name, origin, claimed if isinstance(claimed, bool) else None, structure, note)
+    drafts = getattr(v, "drafts", "many")
+    drafts = drafts if drafts in ("none", "one", "many") else "many"
+    return RuleInfo(name, origin, claimed if isinstance(claimed, bool) else None, structure, drafts, note)

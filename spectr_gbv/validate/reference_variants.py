@@ -7,12 +7,18 @@ compares the verifier's law given the drafts with the named variant's exact law.
 names (:data:`~spectr_gbv.reference.registry.STABLE_METHOD_NAMES` is a public contract);
 their verifiers live in :mod:`spectr_gbv.reference.variants`, each lossless (proved by exact
 enumeration in the tests). :data:`VARIANTS` lists them with one line on the convention.
+
+A reference may also be a user's own rule, ``"module:attribute"`` whose ``module`` is not a
+registered method name (:func:`~spectr_gbv.reference.user_rules.resolve_rule`: a Verifier
+class or instance, or a plain generic function whose law is enumerated over its draws); it has
+no variants.
 """
 
 from __future__ import annotations
 
 from spectr_gbv.reference.base import Verifier
 from spectr_gbv.reference.registry import available_methods, get_verifier
+from spectr_gbv.reference.user_rules import resolve_rule
 from spectr_gbv.reference.variants import VARIANT_CLASSES
 
 #: name -> {variant: one-line convention}; the first variant is the registered verifier.
@@ -64,14 +70,21 @@ def variants(name: str) -> dict[str, str]:
     ValueError
         ``name`` is not registered (the message lists the valid names).
     """
+    if _is_user(name):
+        return {}
     get_verifier(name)  # raises ValueError naming the valid names
     return dict(VARIANTS.get(name, {}))
+
+
+def _is_user(spec: str) -> bool:
+    """True for ``"module:attribute"`` whose module part is not a registered method name."""
+    return ":" in spec and spec.partition(":")[0] not in available_methods()
 
 
 def _valid_text() -> str:
     names = ", ".join(available_methods())
     specs = ", ".join(f"{n}:{v}" for n, vs in VARIANTS.items() if n in available_methods() for v in vs)
-    return f"valid: {names}; variants: {specs}"
+    return f"valid: {names}; variants: {specs}; or 'module:attribute' naming your own rule"
 
 
 def parse_reference(spec: str) -> tuple[str, str | None]:
@@ -92,7 +105,8 @@ def parse_reference(spec: str) -> tuple[str, str | None]:
     ------
     ValueError
         Not a string, an unknown method, or a variant the method does not document; the
-        message lists the valid names and variants.
+        message lists the valid names and variants. For a user's rule ``"module:attribute"``
+        (returned as ``(spec, None)``): the import fails or the object is not a rule.
 
     Examples
     --------
@@ -103,6 +117,12 @@ def parse_reference(spec: str) -> tuple[str, str | None]:
     """
     if not isinstance(spec, str):
         raise ValueError(f"reference: expected a method name, got {type(spec).__name__}")
+    if _is_user(spec):
+        try:
+            resolve_rule(spec)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"reference: {exc}") from None
+        return spec, None
     name, sep, variant = spec.partition(":")
     try:
         known = variants(name)
@@ -125,6 +145,10 @@ def reference_verifier(spec: str) -> Verifier:
         As :func:`parse_reference`.
     """
     name, variant = parse_reference(spec)
+    if _is_user(spec):
+        verifier = resolve_rule(spec)[1]
+        assert verifier is not None  # a user's rule always resolves to a verifier
+        return verifier
     if variant is None or variant == next(iter(VARIANTS[name])):
         return get_verifier(name)
     return VARIANT_CLASSES[f"{name}:{variant}"]()
@@ -133,6 +157,8 @@ def reference_verifier(spec: str) -> Verifier:
 def describe(spec: str) -> str:
     """One line: the reference and, for a variant, its convention (e.g. for report details)."""
     name, variant = parse_reference(spec)
+    if _is_user(spec):
+        return resolve_rule(spec)[0].describe()
     return f"{spec} ({VARIANTS[name][variant]})" if variant is not None else spec
 
 

@@ -241,3 +241,30 @@ def test_exact_level_compares_with_a_variant_exactly() -> None:
     assert ref.passed is False and ref.diagnosis == "differs_from_reference" and ref.statistic == 0.5
     assert "differs from rrs's conditional law: the token drawn at the stop differs" in ref.detail
     assert next(c for c in other.checks if c.name == "exact_defect[user0]").passed is True
+
+
+# ---------------------------------------------------------------------------- a user's rule as the reference
+def test_a_user_function_is_a_reference_with_its_enumerated_law() -> None:
+    """``--reference module:attribute``: a plain generic function, its law enumerated over its draws."""
+    spec = "tests.validate.checks.test_reference_check:specinfer_rrs"
+    assert parse_reference(spec) == (spec, None) and variants(spec) == {}
+    assert reference_verifier(spec).name == spec
+    rep = validate(specinfer_rrs, reference=spec, instances=[(ORDER_SENSITIVE, 2)], **QUICK)
+    ref = [c for c in rep.checks if c.category == "reference"]
+    assert rep.passed and len(ref) == 1 and ref[0].passed is True, rep.to_text()
+    rep = validate(RRS, reference=spec, instances=[(ORDER_SENSITIVE, 2)], **QUICK)
+    ref = [c for c in rep.checks if c.category == "reference"]
+    assert len(ref) == 1 and ref[0].passed is False and ref[0].diagnosis == "differs_from_reference"
+    assert rep.exit_code == 3
+
+
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("numpy:no_such_attr", r"reference: method 'numpy:no_such_attr': module 'numpy' has no attribute"),
+        ("math:pi", r"reference: rule: expected a Verifier, a Verifier subclass or a function, got float"),
+    ],
+)
+def test_bad_user_references_get_one_line(spec: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        check_reference(spec)
