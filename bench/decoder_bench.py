@@ -29,7 +29,7 @@ import time
 import torch
 from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
-from spectr_gbv.gpu import LOSSLESS_METHODS, SpeculativeDecoder
+from spectr_gbv.gpu import LOSSLESS_METHODS, SINGLE_DRAFT_METHODS, SpeculativeDecoder
 
 PROMPT_TEXT = 'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n'
 
@@ -162,7 +162,7 @@ def main() -> None:
     )
     print(f"{'ar':>14} {'-':>2} {'-':>2} {ar['tokens_per_s']:9.1f} {1.0:6.3f} {1.0:6.2f}x {'-':>14} {'-':>8}")
     for method in args.methods.split(","):
-        K = 1 if method in ("sd", "bv") else args.K
+        K = 1 if method in SINGLE_DRAFT_METHODS else args.K  # a user's rule (module:attribute) takes --K
         dec = SpeculativeDecoder(target, draft, method=method, num_drafts=K, draft_length=args.L, **common)
         r = run(dec, prompt, args.tokens, args.repeats)
         print(

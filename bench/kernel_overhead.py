@@ -9,7 +9,8 @@ from q along a consistent draft tree (drafts sharing a prefix share its rows), t
 the median over ``--repeats`` runs after 3 warm-up runs (fewer runs for kernels slower than a
 second: :func:`timed`), in ms, and the ratio to ``sd`` (the cheapest verifier that reads
 probabilities) at the same shape; with ``--step-ms`` also the ratio to a target decoding step of
-that many ms. On CUDA every run is synchronised before the clock stops.
+that many ms. On CUDA every run is synchronised before the clock stops. ``--methods`` also takes
+a user's rule, ``module:attribute`` (:mod:`spectr_gbv.gpu.kernels.rules`), resolved once.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import time
 
 import torch
 
-from spectr_gbv.gpu.kernels import KERNEL_METHODS, default_device, validate_inputs, verify
+from spectr_gbv.gpu.kernels import KERNEL_METHODS, default_device, resolve_kernel_rule, validate_inputs, verify
 
 #: Kernels whose per-node cost is super-linear in V, timed only up to this V (they are skipped,
 #: and say so, above it): optimal_multidraft peels up to |supp q| priority orders per node
@@ -96,7 +97,9 @@ def main() -> None:
     parser.add_argument("--shapes", default="1x4,1x8,4x4,4x8", help="KxL shapes (default: K in {1, 4}, L in {4, 8})")
     args = parser.parse_args()
     shapes = [(int(k), int(l_)) for k, l_ in (shape.split("x") for shape in args.shapes.split(","))]
-    methods = [m for m in KERNEL_METHODS if m in {"sd", *args.methods.split(",")}]
+    asked = [m.strip() for m in args.methods.split(",") if m.strip()]
+    methods = [m for m in KERNEL_METHODS if m in {"sd", *asked}] + [m for m in asked if ":" in m]
+    rules = {m: resolve_kernel_rule(m) for m in methods if ":" in m}  # users' rules, resolved once
     device = torch.device(args.device)
     print(
         f"device={device} threads={torch.get_num_threads()} B={args.B} V={args.V} float32, "
@@ -114,8 +117,9 @@ def main() -> None:
         for method in methods:
             if args.V > MAX_V.get(method, args.V):
                 continue
+            rule = rules.get(method, method)
             results[(method, *shape)] = timed(
-                lambda m=method, d=d, q=q, p=p, g=gens[shape]: verify(m, d, q, p, generator=g, allow_lossy=True),
+                lambda m=rule, d=d, q=q, p=p, g=gens[shape]: verify(m, d, q, p, generator=g, allow_lossy=True),
                 device,
                 args.repeats,
             )

@@ -22,6 +22,12 @@ Usage::
     python bench/paired_kernels.py --threads 1             # seconds per kernel call, one thread
     python bench/paired_kernels.py --methods sd,mdbv,gbv_multipath,near_opt_bv --exact --tokens 80
 
+``--methods`` also takes a user's rule, ``module:attribute`` (the current directory importable):
+a torch rule with the kernel signature ``rule(inputs, uniforms) -> VerifyOutput`` or a reference
+rule run row by row on the CPU (:mod:`spectr_gbv.gpu.kernels.rules`); it is always sampled::
+
+    python bench/paired_kernels.py --methods mdbv,mymod:my_kernel --record rec.pt
+
 The last column is the share of kernel runs that fell back to the walk (``near_opt_bv``'s
 ``precision_fallbacks``: a drafted entry that is not a positive float64; 0 for the other kernels).
 """
@@ -41,6 +47,7 @@ from tqdm import tqdm
 from spectr_gbv.gpu.decoding.decoder import SpeculativeDecoder
 from spectr_gbv.gpu.kernels import verify
 from spectr_gbv.gpu.kernels.expected import EXPECTED_METHODS, accepted_law
+from spectr_gbv.gpu.kernels.rules import KernelRule, resolve_kernel_rule
 from spectr_gbv.gpu.models.draft import load_draft
 from spectr_gbv.gpu.models.target import load_target
 
@@ -72,14 +79,34 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     if args.threads is not None:
         torch.set_num_threads(args.threads)
-    methods = args.methods.split(",")
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    rules = resolve_methods(methods)
     if args.record is not None and os.path.exists(args.record):
         record = torch.load(args.record)
     else:
         record = record_iterations(args)
         if args.record is not None:
             torch.save(record, args.record)
-    replay(args, methods, record)
+    replay(args, methods, record, rules)
+
+
+def resolve_methods(methods: list[str]) -> dict[str, KernelRule]:
+    """Each ``--methods`` entry's rule, resolved before anything is decoded; a bad one exits 2 with one line."""
+    if not methods:
+        print("error: --methods: no method given", file=sys.stderr)
+        raise SystemExit(2)
+    rules = {}
+    for m in methods:
+        try:
+            rules[m] = resolve_kernel_rule(m)
+        except ValueError as exc:
+            print(f"error: --methods: {exc}", file=sys.stderr)
+            raise SystemExit(2) from exc
+        if rules[m].lossless_claimed is False:
+            why = f"method {m!r} is lossy (it declares lossless = False)"
+            print(f"error: --methods: {why}; the replay runs lossless rules only", file=sys.stderr)
+            raise SystemExit(2)
+    return rules
 
 
 def record_iterations(args: argparse.Namespace) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
@@ -108,8 +135,11 @@ def record_iterations(args: argparse.Namespace) -> list[tuple[torch.Tensor, torc
     return record
 
 
-def replay(args: argparse.Namespace, methods: list[str], record: list) -> None:
-    """Run every method on the recorded iterations and print the paired table."""
+def replay(
+    args: argparse.Namespace, methods: list[str], record: list, rules: dict[str, KernelRule] | None = None
+) -> None:
+    """Run every method (its rule in ``rules``, else by name) on the recorded iterations; print the paired table."""
+    rules = rules or {}
     per: dict[str, list[float]] = {m: [] for m in methods}
     spent: dict[str, float] = {m: 0.0 for m in methods}
     fallbacks: dict[str, int] = {m: 0 for m in methods}
@@ -124,7 +154,8 @@ def replay(args: argparse.Namespace, methods: list[str], record: list) -> None:
                 laws.setdefault(m, []).append(law)
                 per[m].append(float(law @ torch.arange(law.numel(), dtype=torch.float64)))
                 continue
-            out = verify(m, *(x.contiguous() for x in rows), generator=torch.Generator().manual_seed(i))
+            rows_c = (x.contiguous() for x in rows)
+            out = verify(rules.get(m, m), *rows_c, generator=torch.Generator().manual_seed(i))
             spent[m] += time.perf_counter() - t0
             fallbacks[m] += int(out.diagnostics.get("precision_fallbacks", 0))
             per[m].append(float(out.num_accepted.double().mean()))

@@ -2,8 +2,12 @@
 
 Nothing of the gpu layer is imported until :func:`run` (or :func:`build_config`) is called,
 so ``spectr-gbv --help`` works on a base install. The names listed in ``--help`` are
-:data:`PRESET_NAMES`, :data:`DATASET_NAMES` and :data:`METHOD_NAMES`, copies of those of
-:mod:`spectr_gbv.gpu.bench.config` (a test keeps them equal).
+:data:`PRESET_NAMES`, :data:`DATASET_NAMES` (copies of those of :mod:`spectr_gbv.gpu.bench.config`;
+a test keeps them equal) and :data:`METHOD_NAMES` (read from the method table).
+
+``--methods`` also takes a user's rule, ``module:attribute`` (the current directory importable):
+a torch rule with the kernel signature or a reference rule
+(:mod:`spectr_gbv.gpu.kernels.rules`); it is resolved before anything runs, so a bad one exits 2.
 """
 
 from __future__ import annotations
@@ -14,24 +18,14 @@ from dataclasses import replace
 from typing import Any
 
 from spectr_gbv.cli.common import UsageError, parse_ks
+from spectr_gbv.core.methods import methods_where
 
 #: ``spectr_gbv.gpu.bench.config.PRESETS``' keys (for ``--help``; a test keeps them equal).
 PRESET_NAMES = ("quick", "full")
 #: ``spectr_gbv.gpu.bench.config.DATASETS``.
 DATASET_NAMES = ("humaneval", "gsm", "instruct", "cpython")
-#: ``spectr_gbv.gpu.bench.config.METHODS``.
-METHOD_NAMES = (
-    "ar",
-    "sd",
-    "bv",
-    "spectr",
-    "rrs",
-    "mdbv",
-    "gbv_multipath",
-    "traversal",
-    "optimal_multidraft",
-    "near_opt_bv",
-)
+#: ``spectr_gbv.gpu.bench.config.METHODS``: the table's lossless methods with a torch kernel.
+METHOD_NAMES: tuple[str, ...] = methods_where(lossless=True, kernel=True)
 
 
 def _names(text: str, valid: tuple[str, ...], option: str) -> tuple[str, ...]:
@@ -39,6 +33,34 @@ def _names(text: str, valid: tuple[str, ...], option: str) -> tuple[str, ...]:
     bad = [x for x in names if x not in valid]
     if not names or bad:
         raise UsageError(f"{option}: unknown or empty {', '.join(bad) or repr(text)}; valid: {', '.join(valid)}")
+    return names
+
+
+def _methods(text: str, valid: tuple[str, ...]) -> tuple[str, ...]:
+    """``--methods``: registered names of ``valid`` and users' rules (``module:attribute``), each resolved."""
+    names = tuple(dict.fromkeys(x.strip() for x in text.split(",") if x.strip()))
+    bad = [x for x in names if x not in valid and ":" not in x]
+    if not names or bad:
+        raise UsageError(
+            f"--methods: unknown or empty {', '.join(bad) or repr(text)}; valid: {', '.join(valid)}, "
+            "or 'module:attribute' naming your own rule"
+        )
+    rules = [x for x in names if x not in valid]
+    if rules:
+        try:
+            from spectr_gbv.gpu.kernels.rules import resolve_kernel_rule
+        except ImportError as exc:
+            raise UsageError(f"needs the gpu extra ({exc}); run: pip install 'spectr_gbv[gpu,bench]'") from exc
+        for name in rules:
+            try:
+                rule = resolve_kernel_rule(name)
+            except ValueError as exc:
+                raise UsageError(f"--methods: {exc}") from exc
+            if rule.lossless_claimed is False:
+                raise UsageError(
+                    f"--methods: method {name!r} is lossy (it declares lossless = False); "
+                    "the bench runs lossless rules only"
+                )
     return names
 
 
@@ -94,7 +116,7 @@ def build_config(args: argparse.Namespace) -> Any:
     if args.datasets is not None:
         changes["datasets"] = _names(args.datasets, DATASETS, "--datasets")
     if args.methods is not None:
-        changes["methods"] = _names(args.methods, METHODS, "--methods")
+        changes["methods"] = _methods(args.methods, METHODS)
     for option, field in (("--prompts", "num_prompts"), ("--max-new-tokens", "max_new_tokens")):
         value = _positive_int(getattr(args, field), option)
         if value is not None:
@@ -199,9 +221,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--datasets", help=f"comma-separated prompt sets among {','.join(DATASET_NAMES)}")
     p.add_argument(
         "--methods",
-        help=f"comma-separated methods among {','.join(METHOD_NAMES)} (ar is always run; optimal_multidraft and "
-        "near_opt_bv print a warning with their estimated seconds per verification call when the vocabulary is "
-        "above 4096: seconds to minutes per call at the real model's 49,152)",
+        help=f"comma-separated methods among {','.join(METHOD_NAMES)}, or module:attribute naming your own rule "
+        "(a torch rule (inputs, uniforms) -> VerifyOutput, or a reference rule: slow) (ar is always run; "
+        "optimal_multidraft and near_opt_bv print a warning with their estimated seconds per verification call "
+        "when the vocabulary is above 4096: seconds to minutes per call at the real model's 49,152)",
     )
     p.add_argument("--prompts", dest="num_prompts", metavar="N", help="prompts per dataset")
     p.add_argument("--max-new-tokens", dest="max_new_tokens", metavar="N", help="tokens generated per prompt")

@@ -18,6 +18,10 @@ no extra, using a name needs ``torch`` and, for the decoder and caches, ``transf
 first verification):
 
 * :func:`verify` - the batched verification kernels (:mod:`spectr_gbv.gpu.kernels`);
+  :class:`KernelInputs`, :class:`UniformSource`, :class:`VerifyOutput` - the interface of a
+  user's torch rule, ``rule(inputs, uniforms) -> VerifyOutput``, which ``verify``, the decoder
+  and the bench take in place of a method name (:mod:`spectr_gbv.gpu.kernels.rules`;
+  :class:`UnverifiedRuleWarning` for a rule that makes no ``lossless`` claim);
 * :func:`load_target`, :func:`load_draft` - the real target and its distilled draft
   (:mod:`spectr_gbv.gpu.models.target`, :mod:`spectr_gbv.gpu.models.draft`);
 * :class:`SpeculativeDecoder`, :class:`DecoderConfig` - the decoding loop
@@ -65,6 +69,10 @@ _EXPORTS = {
     "load_draft": "models.draft",
     "load_target": "models.target",
     "verify": "kernels",
+    "KernelInputs": "kernels",
+    "UniformSource": "kernels",
+    "VerifyOutput": "kernels",
+    "UnverifiedRuleWarning": "kernels",
 }
 
 
@@ -80,11 +88,15 @@ __all__ = [
     "DecoderConfig",
     "DraftSource",
     "HFDraftSource",
+    "KernelInputs",
     "NGramDraftSource",
     "RowCache",
     "SamplingConfig",
     "SpeculativeDecoder",
     "TokenTree",
+    "UniformSource",
+    "UnverifiedRuleWarning",
+    "VerifyOutput",
     "crop_cache",
     "load_draft",
     "load_target",

@@ -18,6 +18,11 @@
   (module-level cache); the default :data:`SHIPPED_MODELS` is the pair of ``spectr-gbv bench``.
   Prompts likewise (``prompts``: a function ``(config, models) -> {dataset: [Tensor [T]]}``;
   default the benchmark's prompt sets). The module must be importable on the workers.
+* **Methods**: the registered names of :data:`~spectr_gbv.gpu.bench.config.METHODS` and users'
+  rules, ``"module:attribute"`` (a torch rule with the kernel signature or a reference rule,
+  :mod:`spectr_gbv.gpu.kernels.rules`), which each task's decoder imports: like the model spec,
+  the module must be importable on the workers. A rule's rows carry its ``module:attribute``
+  as ``method``.
 * **Rows** (:data:`BENCH_COLUMNS`, one per dataset and configuration) are written by the driver
   through :class:`~spectr_gbv.sweep.store.SweepStore` with :data:`BENCH_KEY`; a rerun skips the
   configurations whose every row is stored. Speed-ups need the ``ar`` row of the same

@@ -2,9 +2,10 @@ r"""Grid and presets of ``spectr-gbv bench``: the paper's ablation axes, one fac
 
 The grid is one-factor-at-a-time around a centre (K, L, T) = (3, 8, 0.7), over the paper's
 ablation axes scaled to a small machine: K in {1, 3, 5, 7} at (L, T) = (8, 0.7), L in
-{4, 8, 12, 16} at (K, T) = (3, 0.7) and T in {0.1, 0.4, 0.7} at (K, L) = (3, 8). Single-draft
-methods (``sd``, ``bv``) run at K = 1 on every sweep; ``ar`` runs once per temperature (it is
-the speed-up baseline). A full factorial (4 x 4 x 3 per method) is out of reach of a CPU.
+{4, 8, 12, 16} at (K, T) = (3, 0.7) and T in {0.1, 0.4, 0.7} at (K, L) = (3, 8). Each method
+runs at its table shape (:meth:`~spectr_gbv.core.methods.MethodSpec.grid_shape`): single-draft
+methods (``sd``, ``bv``) at K = 1 on every sweep; ``ar`` at (K, L) = (1, 0), once per temperature
+(it is the speed-up baseline). A full factorial (4 x 4 x 3 per method) is out of reach of a CPU.
 
 References
 ----------
@@ -17,31 +18,23 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from spectr_gbv.core.methods import is_registered, method_spec, methods_where
 from spectr_gbv.gpu.models.prompts import DATASETS
 
 if TYPE_CHECKING:
     import torch
 
-METHODS = (
-    "ar",
-    "sd",
-    "bv",
-    "spectr",
-    "rrs",
-    "mdbv",
-    "gbv_multipath",
-    "traversal",
-    "optimal_multidraft",
-    "near_opt_bv",
-)
-"""Methods the bench can run (``--methods``), in report order (stable names of the decoder)."""
-DEFAULT_METHODS = ("ar", "sd", "bv", "spectr", "rrs", "mdbv", "gbv_multipath")
-"""Methods the presets run: :data:`METHODS` less the field's verifiers, which are opt-in
-(``--methods ...,traversal,optimal_multidraft,near_opt_bv``; ``optimal_multidraft`` and
-``near_opt_bv`` build a polymatroid node rule, O(V^3 log V) per node at worst, seconds to minutes
-per call on a 50k vocabulary)."""
-SINGLE_DRAFT = ("sd", "bv")
-"""Methods that verify one draft: always K = 1."""
+METHODS: tuple[str, ...] = methods_where(lossless=True, kernel=True)
+"""Methods the bench can run (``--methods``): the table's lossless methods with a torch kernel, in
+table order (:data:`~spectr_gbv.core.methods.METHOD_TABLE`). A user's rule (``"module:attribute"``,
+:mod:`spectr_gbv.gpu.kernels.rules`) runs too, after these, in the order given."""
+DEFAULT_METHODS: tuple[str, ...] = methods_where(bench_default=True)
+"""Methods the presets run: the table's ``bench_default`` entries, :data:`METHODS` less the field's
+verifiers, which are opt-in (``--methods ...,traversal,optimal_multidraft,near_opt_bv``;
+``optimal_multidraft`` and ``near_opt_bv`` build a polymatroid node rule, O(V^3 log V) per node at
+worst, seconds to minutes per call on a 50k vocabulary). A user's rule is never a default."""
+SINGLE_DRAFT: tuple[str, ...] = methods_where(kernel=True, drafts="one")
+"""Methods that verify one draft (the table's ``drafts == "one"``): always K = 1."""
 K_AXIS = (1, 3, 5, 7)
 """Numbers of drafts K swept (Lin et al. 2026, ablation over K)."""
 L_AXIS = (4, 8, 12, 16)
@@ -59,6 +52,23 @@ LOSSLESS_PROMPTS = (
 """Fixed prompts (name, chat template?, text) of the law test on the real model."""
 
 
+def is_user_method(method: object) -> bool:
+    """True for a user's rule the bench accepts by name: ``"module:attribute"``, or a name added with
+    :func:`~spectr_gbv.reference.registry.register` that is not in the table.
+
+    A ``module:attribute`` string is checked for its form only (the decoder imports it:
+    :func:`~spectr_gbv.gpu.kernels.rules.resolve_kernel_rule`; ``spectr-gbv bench`` resolves it
+    before any run).
+    """
+    if not isinstance(method, str) or is_registered(method):
+        return False
+    if method.count(":") == 1 and all(method.split(":")):
+        return True
+    from spectr_gbv.reference.registry import available_methods  # noqa: PLC0415 - on demand
+
+    return method in available_methods()
+
+
 @dataclass(frozen=True)
 class GridPoint:
     """One decoding configuration of the grid.
@@ -69,7 +79,7 @@ class GridPoint:
     num_drafts : int
         K (1 for ``ar``, ``sd``, ``bv``).
     draft_length : int
-        L (0 for ``ar``).
+        L (0 for ``ar``: the decoder takes it as is).
     temperature : float
         T.
     sweeps : tuple of str
@@ -98,14 +108,19 @@ def build_grid(
     """One-factor-at-a-time grid around ``centre``.
 
     K-sweep: every K in ``ks`` at (L_c, T_c); L-sweep: every L in ``ls`` at (K_c, T_c);
-    T-sweep: every T in ``ts`` at (K_c, L_c). ``sd`` and ``bv`` take K = 1 everywhere; ``ar``
-    runs at every temperature of ``ts`` and T_c, with L = 0. Duplicates are merged (the
-    centre belongs to the three sweeps).
+    T-sweep: every T in ``ts`` at (K_c, L_c). Each registered method runs at
+    :meth:`~spectr_gbv.core.methods.MethodSpec.grid_shape` of the point: ``sd`` and ``bv``
+    take K = 1 everywhere; ``ar`` runs at every temperature of ``ts`` and T_c, with
+    (K, L) = (1, 0). A user's rule runs at every (K, L). Duplicates are merged (the centre
+    belongs to the three sweeps).
 
     Parameters
     ----------
     methods : sequence of str
-        Subset of :data:`METHODS`; ``ar`` is always added (it is the speed-up baseline).
+        Among :data:`METHODS`, or a user's rule: ``"module:attribute"`` (checked for its form
+        only; the decoder imports it) or a name added with
+        :func:`~spectr_gbv.reference.registry.register`. ``ar`` is always added (it is the
+        speed-up baseline).
     ks, ls : sequence of int
         K >= 1 and L >= 1 values.
     ts : sequence of float
@@ -116,12 +131,14 @@ def build_grid(
     Returns
     -------
     list of GridPoint
-        ``ar`` first, then methods in :data:`METHODS` order, each sorted by (K, L, T).
+        ``ar`` first, then methods in :data:`METHODS` order, then the user's rules in the
+        order given, each sorted by (K, L, T).
 
     Raises
     ------
     ValueError
-        Unknown method, empty axis, or a value out of range.
+        Unknown method (neither in :data:`METHODS` nor of the ``module:attribute`` form),
+        empty axis, or a value out of range.
 
     Examples
     --------
@@ -129,9 +146,12 @@ def build_grid(
     >>> len(grid), sum(p.method == "mdbv" for p in grid), [p.num_drafts for p in grid if p.method == "sd"]
     (51, 9, [1, 1, 1, 1, 1, 1])
     """
-    unknown = [m for m in methods if m not in METHODS]
+    unknown = [m for m in methods if m not in METHODS and not is_user_method(m)]
     if unknown:
-        raise ValueError(f"unknown method(s) {', '.join(unknown)}; valid: {', '.join(METHODS)}")
+        raise ValueError(
+            f"unknown method(s) {', '.join(map(str, unknown))}; valid: {', '.join(METHODS)}, "
+            "or 'module:attribute' naming your own rule"
+        )
     if not ks or not ls or not ts:
         raise ValueError("every axis (K, L, T) needs at least one value")
     if any(k < 1 for k in ks) or any(n < 1 for n in ls) or any(not t >= 0 for t in ts):
@@ -140,8 +160,8 @@ def build_grid(
     points: dict[tuple[str, int, int, float], set[str]] = {}
 
     def add(method: str, k: int, n: int, t: float, sweep: str) -> None:
-        k = 1 if method in SINGLE_DRAFT or method == "ar" else k
-        n = 0 if method == "ar" else n
+        if is_registered(method):
+            k, n = method_spec(method).grid_shape(k, n)
         points.setdefault((method, k, n, float(t)), set()).add(sweep)
 
     for m in dict.fromkeys(("ar", *methods)):
@@ -157,7 +177,7 @@ def build_grid(
             add(m, kc, n, tc, "L")
         for t in ts:
             add(m, kc, lc, t, "T")
-    order = {m: i for i, m in enumerate(METHODS)}
+    order = {m: i for i, m in enumerate((*METHODS, *(m for m in dict.fromkeys(methods) if m not in METHODS)))}
     return [
         GridPoint(*key, tuple(sorted(sw))) for key, sw in sorted(points.items(), key=lambda x: (order[x[0][0]], x[0]))
     ]

@@ -38,7 +38,9 @@ same test on tiny models, by enumeration of V^m).
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -48,6 +50,7 @@ from spectr_gbv.gpu.decoding.cache import RowCache, model_vocab_size
 from spectr_gbv.gpu.decoding.decoder import SpeculativeDecoder
 from spectr_gbv.gpu.decoding.draft_sources import DraftSource
 from spectr_gbv.gpu.decoding.sampling import SamplingConfig, process_logits
+from spectr_gbv.gpu.kernels.rules import UnverifiedRuleWarning
 from spectr_gbv.simulate.monte_carlo import g_test_power
 
 #: Smallest expected count of a named bin (the usual G/chi-square rule of thumb).
@@ -288,7 +291,7 @@ def first_tokens_law_test(
     target: torch.nn.Module,
     draft: torch.nn.Module | DraftSource | None,
     prompt: torch.Tensor,
-    method: str,
+    method: Any,
     num_drafts: int,
     draft_length: int,
     temperature: float,
@@ -313,9 +316,11 @@ def first_tokens_law_test(
     draft : PreTrainedModel or DraftSource or None
         q (``None`` only for ``ar``).
     prompt : Tensor [T], int64
-    method : str
+    method : str or rule
         A decoder method (:data:`~spectr_gbv.gpu.decoding.decoder.LOSSLESS_METHODS`, or a lossy one with
-        ``allow_lossy=True``).
+        ``allow_lossy=True``), or a user's rule: ``"module:attribute"``, a torch rule with the kernel
+        signature or a reference rule (:mod:`spectr_gbv.gpu.kernels.rules`), the test that checks a
+        rule's losslessness on a real pair (its result's ``method`` is the rule's label).
     num_drafts, draft_length : int
         K and L of the decoder (K = 1 for ``sd``/``bv``).
     temperature : float
@@ -359,17 +364,19 @@ def first_tokens_law_test(
     if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int) or chunk_rows < 1:
         raise ValueError(f"chunk_rows must be an int >= 1, got {chunk_rows!r}")
     device = next(target.parameters()).device
-    decoder = SpeculativeDecoder(
-        target,
-        draft,
-        method=method,
-        num_drafts=num_drafts,
-        draft_length=draft_length,
-        temperature=float(temperature),
-        seed=seed,
-        device=device,
-        allow_lossy=allow_lossy,
-    )
+    with warnings.catch_warnings():  # this test is what checks a rule that claims nothing
+        warnings.simplefilter("ignore", UnverifiedRuleWarning)
+        decoder = SpeculativeDecoder(
+            target,
+            draft,
+            method=method,
+            num_drafts=num_drafts,
+            draft_length=draft_length,
+            temperature=float(temperature),
+            seed=seed,
+            device=device,
+            allow_lossy=allow_lossy,
+        )
     ids = prompt.to(device=device, dtype=torch.int64)
     firsts = []
     for start in range(0, runs, chunk_rows):
@@ -391,7 +398,7 @@ def first_tokens_law_test(
         observed_tv=tv,
         passed=bool(p > alpha),
         bins=bins,
-        method=method,
+        method=decoder.config.method_name,
         num_drafts=num_drafts,
         draft_length=draft_length,
         num_tokens=num_tokens,

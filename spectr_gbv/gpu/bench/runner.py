@@ -167,15 +167,17 @@ def make_decoder(models: BenchModels, point: GridPoint, seed: int, device: str |
     """Build the decoder of one benchmark run: ``models`` at the grid point ``point``.
 
     The benchmark and the bench sweep (:mod:`spectr_gbv.sweep.bench`) build every decoder here,
-    so a row of either counts the same thing. ``ar`` gets no draft; ``draft_length`` is at least 1
-    (``ar`` has 0 on the grid, the decoder ignores it there).
+    so a row of either counts the same thing. ``ar`` gets no draft and the grid's L = 0 (its
+    table shape, :meth:`~spectr_gbv.core.methods.MethodSpec.grid_shape`, which the decoder
+    accepts for ``ar`` only). A user's rule (``"module:attribute"``) is resolved by the decoder.
 
     Parameters
     ----------
     models : BenchModels
         The target and draft (``models.target``, ``models.draft``).
     point : GridPoint
-        Method, K (``num_drafts``), L (``draft_length``) and temperature of the run.
+        Method (a registered name or a user's rule), K (``num_drafts``), L (``draft_length``)
+        and temperature of the run.
     seed : int
         The decoder's seed (the benchmark passes ``config.seed + 7919 * prompt_index``).
     device : str or None
@@ -189,8 +191,8 @@ def make_decoder(models: BenchModels, point: GridPoint, seed: int, device: str |
     Raises
     ------
     ValueError
-        A decoder configuration error (unknown method, K or L out of range, bad temperature), as
-        :class:`~spectr_gbv.gpu.decoding.decoder.SpeculativeDecoder`.
+        A decoder configuration error (unknown method or bad rule, K or L out of range, bad
+        temperature), as :class:`~spectr_gbv.gpu.decoding.decoder.SpeculativeDecoder`.
     ImportError
         ``transformers`` is not installed.
 
@@ -207,7 +209,7 @@ def make_decoder(models: BenchModels, point: GridPoint, seed: int, device: str |
         None if ar else models.draft,
         method=point.method,
         num_drafts=point.num_drafts,
-        draft_length=max(point.draft_length, 1),
+        draft_length=point.draft_length,
         temperature=point.temperature,
         seed=seed,
         device=device,
@@ -240,6 +242,38 @@ def slow_method_notes(grid: Sequence[GridPoint], vocab_size: int) -> list[str]:
         note = slow_method_note(method, vocab_size, worst.num_drafts, max(worst.draft_length, 1))
         if note is not None:
             notes.append(note)
+    return notes
+
+
+def user_rule_notes(grid: Sequence[GridPoint]) -> list[str]:
+    """One line per user's rule on ``grid`` (what it is), and a warning for one that claims nothing.
+
+    Parameters
+    ----------
+    grid : sequence of GridPoint
+
+    Returns
+    -------
+    list of str
+        ``"rule: <describe>"`` per user's rule, followed by ``"warning: <unverified note>"`` when
+        the rule declares no ``lossless``; empty when every method is registered.
+
+    Raises
+    ------
+    ValueError
+        A rule that cannot be resolved (:func:`~spectr_gbv.gpu.kernels.rules.resolve_kernel_rule`).
+    """
+    from spectr_gbv.core.methods import is_registered
+    from spectr_gbv.gpu.kernels.rules import resolve_kernel_rule
+
+    notes = []
+    for method in dict.fromkeys(point.method for point in grid):
+        if is_registered(method):
+            continue
+        rule = resolve_kernel_rule(method)
+        notes.append(f"rule: {rule.describe()}")
+        if rule.lossless_claimed is None:
+            notes.append(f"warning: {rule.unverified_note()}")
     return notes
 
 
@@ -300,7 +334,9 @@ def run_benchmark(
     log : callable (str) -> None, optional
         Where the cost estimate and notes go (default: nowhere); first, a "warning: ..." line per
         slow verifier on a large vocabulary (:func:`slow_method_notes`), whose
-        :class:`~spectr_gbv.gpu.decoding.guards.SlowMethodWarning` the decoders then do not repeat.
+        :class:`~spectr_gbv.gpu.decoding.guards.SlowMethodWarning` the decoders then do not repeat,
+        and the lines of :func:`user_rule_notes` (whose
+        :class:`~spectr_gbv.gpu.kernels.rules.UnverifiedRuleWarning` the decoders do not repeat).
     cache_dir : str, optional
         Cache root for prompt data.
 
@@ -320,6 +356,7 @@ def run_benchmark(
 
     from spectr_gbv.gpu.decoding.cache import model_vocab_size
     from spectr_gbv.gpu.decoding.guards import SlowMethodWarning
+    from spectr_gbv.gpu.kernels.rules import UnverifiedRuleWarning
 
     log = log or (lambda _msg: None)
     start = time.perf_counter()
@@ -339,10 +376,13 @@ def run_benchmark(
     grid = config.grid()
     for note in slow_method_notes(grid, model_vocab_size(models.target)):
         log(f"warning: {note}")
+    for note in user_rule_notes(grid):
+        log(note)
 
     def decoder(point: GridPoint, seed: int) -> SpeculativeDecoder:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", SlowMethodWarning)  # logged once above
+            warnings.simplefilter("ignore", UnverifiedRuleWarning)
             return make_decoder(models, point, seed, device)
 
     kc, lc, tc = config.centre

@@ -9,7 +9,9 @@ One iteration, for each of B independent rows (THEORY.md section 1):
    ``p [B, K, L+1, V]`` (row L = bonus), processed exactly like ``q``
    (:mod:`spectr_gbv.gpu.decoding.sampling`);
 3. verify: ``spectr_gbv.gpu.kernels.verify`` returns the accepted prefix length ``tau``, the
-   draft it belongs to and the emitted tokens (prefix + one sampled token);
+   draft it belongs to and the emitted tokens (prefix + one sampled token); the method is a
+   registered name (:data:`LOSSLESS_METHODS`, read from the method table) or a user's rule
+   (:mod:`spectr_gbv.gpu.kernels.rules`), whose output is checked like a kernel's;
 4. rollback: both caches keep row ``draft_index`` cropped to the accepted path; the emitted
    token that follows becomes the pending token of the next iteration.
 
@@ -46,10 +48,11 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from numbers import Integral
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
+from spectr_gbv.core.methods import is_registered, method_spec, methods_where
 from spectr_gbv.gpu.decoding.cache import RowCache, model_vocab_size
 from spectr_gbv.gpu.decoding.draft_sources import DraftSource, HFDraftSource
 from spectr_gbv.gpu.decoding.guards import SlowMethodWarning, check_proposal, eval_mode, slow_method_note
@@ -57,28 +60,20 @@ from spectr_gbv.gpu.decoding.sampling import SamplingConfig, process_logits, sam
 from spectr_gbv.gpu.decoding.stats import DecodeStats, timed
 from spectr_gbv.gpu.decoding.tree import TokenTree
 
+if TYPE_CHECKING:
+    from spectr_gbv.gpu.kernels.rules import KernelRule
+
 #: Device types a decoder runs on (each only when its backend reports itself available).
 DEVICE_TYPES: tuple[str, ...] = ("cpu", "cuda", "mps", "xpu")
 #: Config attributes read as a model's context size (positions it has embeddings for).
 CONTEXT_ATTRS: tuple[str, ...] = ("n_positions", "max_position_embeddings")
 
-#: Lossless decoding methods (``ar`` needs no draft).
-LOSSLESS_METHODS: tuple[str, ...] = (
-    "ar",
-    "sd",
-    "bv",
-    "spectr",
-    "rrs",
-    "gbv_multipath",
-    "mdbv",
-    "traversal",
-    "optimal_multidraft",
-    "near_opt_bv",
-)
-#: Lossy methods, accepted only with ``allow_lossy=True``.
-LOSSY_METHODS: tuple[str, ...] = ("spectr_gbv_released",)
-#: Single-draft methods: they require ``num_drafts == 1``.
-SINGLE_DRAFT_METHODS: tuple[str, ...] = ("sd", "bv")
+#: Lossless decoding methods: the table's lossless methods with a torch kernel (``ar`` needs no draft).
+LOSSLESS_METHODS: tuple[str, ...] = methods_where(lossless=True, kernel=True)
+#: Lossy methods with a torch kernel, accepted only with ``allow_lossy=True``.
+LOSSY_METHODS: tuple[str, ...] = methods_where(lossless=False, kernel=True)
+#: Single-draft methods (the table's ``drafts == "one"`` with a kernel): they require ``num_drafts == 1``.
+SINGLE_DRAFT_METHODS: tuple[str, ...] = methods_where(kernel=True, drafts="one")
 #: How the target scores the K drafts: ``auto`` (a token tree when the models pass the
 #: tree-attention probe, else flat), ``tree`` (required) or ``flat`` (one row per draft).
 SCORING_MODES: tuple[str, ...] = ("auto", "tree", "flat")
@@ -91,18 +86,49 @@ def _kernel_verify() -> Callable[..., Any]:
     return verify
 
 
+def _user_rule(method: Any) -> KernelRule:
+    """The :class:`~spectr_gbv.gpu.kernels.rules.KernelRule` of a method that is not a registered kernel method.
+
+    Raises
+    ------
+    ValueError
+        An unknown plain name or a table method without a torch kernel ("unknown method ...";
+        the message lists the decoder's methods and the ``module:attribute`` form), or any
+        refusal of :func:`~spectr_gbv.gpu.kernels.rules.resolve_kernel_rule`.
+    """
+    from spectr_gbv.reference.registry import available_methods
+
+    if isinstance(method, str) and ":" not in method and (is_registered(method) or method not in available_methods()):
+        why = " (registered without a torch kernel)" if is_registered(method) else ""
+        raise ValueError(
+            f"unknown method {method!r}{why}; valid: {', '.join(LOSSLESS_METHODS + LOSSY_METHODS)}, "
+            "or 'module:attribute' naming your own rule"
+        )
+    from spectr_gbv.gpu.kernels.rules import resolve_kernel_rule
+
+    return resolve_kernel_rule(method)
+
+
 @dataclass(frozen=True)
 class DecoderConfig:
     """Configuration of a :class:`SpeculativeDecoder`.
 
     Attributes
     ----------
-    method : str
-        One of :data:`LOSSLESS_METHODS`, or :data:`LOSSY_METHODS` with ``allow_lossy``.
+    method : str or rule
+        One of :data:`LOSSLESS_METHODS`, or :data:`LOSSY_METHODS` with ``allow_lossy``; or a
+        user's rule (:mod:`spectr_gbv.gpu.kernels.rules`): ``"module:attribute"``, a name added
+        with :func:`~spectr_gbv.reference.registry.register`, a torch rule
+        ``rule(inputs: KernelInputs, uniforms: UniformSource) -> VerifyOutput``, or a reference
+        rule (a ``Verifier`` or a generic ``fn(drafts, draft_probs, target_probs, rng)``, run
+        on the CPU one batch row at a time: slow). A rule declaring ``lossless = False``
+        needs ``allow_lossy``.
     num_drafts : int
-        K >= 1 (must be 1 for ``sd`` and ``bv``; ignored by ``ar``).
+        K >= 1 (must be 1 for the single-draft methods :data:`SINGLE_DRAFT_METHODS`; ignored
+        by ``ar``).
     draft_length : int
-        L >= 1 (ignored by ``ar``).
+        L >= 1; ``ar`` drafts nothing: 0 (its grid shape, :meth:`~spectr_gbv.core.methods.MethodSpec.grid_shape`)
+        or any L, which it ignores.
     sampling : SamplingConfig
         Processing shared by target and draft.
     seed : int or None
@@ -116,36 +142,47 @@ class DecoderConfig:
         target passes :func:`~spectr_gbv.gpu.decoding.tree_support.supports_tree_attention`,
         else flat (K batch rows of ``L + 1`` positions); ``"tree"`` requires the tree;
         ``"flat"`` never builds one. The same choice applies to drafting with a model draft.
+    rule : KernelRule or None
+        Set by the checks: the resolved user's rule
+        (:func:`~spectr_gbv.gpu.kernels.rules.resolve_kernel_rule`), None for a registered
+        kernel method. :attr:`method_name` is the label decoder stats carry.
 
     Raises
     ------
     ValueError
-        Unknown method, a lossy method without ``allow_lossy``, K or L < 1, K != 1 for a
-        single-draft method, a seed that is not None or an int in ``0..2**64 - 1``, an
+        Unknown method or a bad rule (one line naming ``method``), a lossy method or rule
+        without ``allow_lossy``, K < 1, L < 1 (L < 0 for ``ar``), K != 1 for a single-draft
+        method, a seed that is not None or an int in ``0..2**64 - 1``, an
         unknown ``scoring``.
     """
 
-    method: str = "mdbv"
+    method: Any = "mdbv"
     num_drafts: int = 2
     draft_length: int = 3
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     seed: int | None = None
     allow_lossy: bool = False
     scoring: str = "auto"
+    rule: KernelRule | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         m = self.method
-        if m in LOSSY_METHODS and not self.allow_lossy:
+        registered = isinstance(m, str) and m in LOSSLESS_METHODS + LOSSY_METHODS
+        if registered and m in LOSSY_METHODS and not self.allow_lossy:
             raise ValueError(
                 f"method {m!r} is lossy (its output does not follow the target law; THEORY.md 6a); "
                 "pass allow_lossy=True to run it anyway"
             )
-        if m not in LOSSLESS_METHODS + LOSSY_METHODS:
-            raise ValueError(f"unknown method {m!r}; valid: {', '.join(LOSSLESS_METHODS + LOSSY_METHODS)}")
-        for name in ("num_drafts", "draft_length"):
+        if not registered:
+            rule = _user_rule(m)
+            if rule.lossless_claimed is False and not self.allow_lossy:
+                raise ValueError(rule.lossy_refusal())
+            object.__setattr__(self, "rule", rule)
+        no_draft = registered and method_spec(m).drafts == "none"
+        for name, low in (("num_drafts", 1), ("draft_length", 0 if no_draft else 1)):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {v!r}")
+            if isinstance(v, bool) or not isinstance(v, int) or v < low:
+                raise ValueError(f"{name} must be an int >= {low}, got {v!r}")
         if m in SINGLE_DRAFT_METHODS and self.num_drafts != 1:
             raise ValueError(f"method {m!r} verifies a single draft; use num_drafts=1 (got {self.num_drafts})")
         s = self.seed
@@ -153,6 +190,16 @@ class DecoderConfig:
             raise ValueError(f"seed must be None or an int in 0..2**64 - 1, got {reprlib.repr(s)}")
         if self.scoring not in SCORING_MODES:
             raise ValueError(f"scoring must be one of {', '.join(SCORING_MODES)}, got {reprlib.repr(self.scoring)}")
+
+    @property
+    def method_name(self) -> str:
+        """The method's label: its name, or the user's rule's (``module:attribute`` / ``module:qualname``)."""
+        return self.method if self.rule is None else self.rule.name
+
+    @property
+    def kernel_method(self) -> Any:
+        """What the decoder passes to :func:`~spectr_gbv.gpu.kernels.verify`: the name, or the resolved rule."""
+        return self.method if self.rule is None else self.rule
 
 
 def check_device(device: str | torch.device | int | None) -> torch.device:
@@ -243,7 +290,10 @@ class SpeculativeDecoder:
     draft : PreTrainedModel or DraftSource or None
         Draft q (a model is wrapped in :class:`HFDraftSource`); ``None`` only for ``ar``.
     method, num_drafts, draft_length, allow_lossy, scoring
-        See :class:`DecoderConfig`.
+        See :class:`DecoderConfig`. ``method`` may be a user's rule: ``"module:attribute"``,
+        a torch rule with the kernel signature ``rule(inputs: KernelInputs, uniforms:
+        UniformSource) -> VerifyOutput`` (:mod:`spectr_gbv.gpu.kernels.common`), or a
+        reference rule (``Verifier`` or generic function; slow: a CPU loop per batch row).
     temperature, top_k, top_p
         See :class:`~spectr_gbv.gpu.decoding.sampling.SamplingConfig` (temperature 0 = greedy).
     seed : int, optional
@@ -267,6 +317,9 @@ class SpeculativeDecoder:
         :data:`~spectr_gbv.gpu.decoding.guards.SLOW_METHOD_VOCAB` (4,096): the message gives the
         estimated seconds per verification call
         (:func:`~spectr_gbv.gpu.decoding.guards.slow_method_note`).
+    UnverifiedRuleWarning
+        A user's rule without a ``lossless`` attribute: its output law is unchecked; the
+        message names the law test (:data:`~spectr_gbv.gpu.kernels.rules.LAW_TEST`).
 
     References
     ----------
@@ -291,7 +344,7 @@ class SpeculativeDecoder:
         self,
         target: torch.nn.Module,
         draft: torch.nn.Module | DraftSource | None,
-        method: str = "mdbv",
+        method: Any = "mdbv",
         num_drafts: int = 2,
         draft_length: int = 3,
         temperature: float = 1.0,
@@ -308,8 +361,9 @@ class SpeculativeDecoder:
         if not isinstance(target, torch.nn.Module):
             raise ValueError(f"target must be a causal LM (a torch.nn.Module), got {type(target).__name__}")
         self.vocab_size = model_vocab_size(target)
+        name = self.config.method_name
         if draft is None and method != "ar":
-            raise ValueError(f"method {method!r} needs a draft model or DraftSource (only 'ar' runs without)")
+            raise ValueError(f"method {name!r} needs a draft model or DraftSource (only 'ar' runs without)")
         is_model = isinstance(draft, torch.nn.Module)
         if draft is not None and not is_model and not isinstance(draft, DraftSource):
             raise ValueError(f"draft must be a causal LM or a DraftSource, got {type(draft).__name__}")
@@ -328,9 +382,14 @@ class SpeculativeDecoder:
         if seed is not None:
             self.generator = torch.Generator(device=self.device).manual_seed(int(seed))
         self._verify_fn: Callable[..., Any] | None = None
-        note = slow_method_note(method, self.vocab_size, num_drafts, draft_length)
+        note = slow_method_note(name, self.vocab_size, num_drafts, draft_length)
         if note is not None:
             warnings.warn(note, SlowMethodWarning, stacklevel=2)
+        rule = self.config.rule
+        if rule is not None and rule.lossless_claimed is None:
+            from spectr_gbv.gpu.kernels.rules import UnverifiedRuleWarning
+
+            warnings.warn(rule.unverified_note(), UnverifiedRuleWarning, stacklevel=2)
 
     # ------------------------------------------------------------------ the loop
     @torch.no_grad()
@@ -394,7 +453,7 @@ class SpeculativeDecoder:
         cfg, dev = self.config, self.device
         B = prompt.shape[0]
         self._tree = L > 0 and self._choose_tree(B)
-        stats = DecodeStats(cfg.method, 1 if L == 0 else cfg.num_drafts, L, B)
+        stats = DecodeStats(cfg.method_name, 1 if L == 0 else cfg.num_drafts, L, B)
         stats.scoring = "" if L == 0 else "tree" if self._tree else "flat"
         draft_positions = getattr(self.draft, "positions", 0) if L else 0
         start = time.perf_counter()
@@ -504,7 +563,10 @@ class SpeculativeDecoder:
             score = self._score_tree if self._tree else self._score_flat
             p, keep_path = score(tcache, pending, drafts, stats)
         with timed(stats, "time_verify", dev):
-            res = self._verify(cfg.method, drafts, q, p, generator=self.generator, allow_lossy=cfg.allow_lossy)
+            res = self._verify(cfg.kernel_method, drafts, q, p, generator=self.generator, allow_lossy=cfg.allow_lossy)
+            fields = ("tokens", "num_accepted", "draft_index")
+            if cfg.rule is not None and not all(isinstance(getattr(res, a, None), torch.Tensor) for a in fields):
+                raise RuntimeError(f"verify({cfg.method_name!r}) returned {type(res).__name__}, not a VerifyOutput")
             emitted, tau, index = res.tokens.to(dev), res.num_accepted.to(dev), res.draft_index.to(dev)
             self._check_output(drafts, emitted, tau, index)
         with timed(stats, "time_target", dev):
@@ -566,7 +628,7 @@ class SpeculativeDecoder:
     ) -> None:
         """Contract of the kernel output (cheap tensor checks; raise instead of emitting garbage)."""
         R, K, L = drafts.shape
-        m = self.config.method
+        m = self.config.method_name
         if emitted.shape != (R, L + 1) or tau.shape != (R,) or index.shape != (R,):
             raise RuntimeError(
                 f"verify({m!r}) returned shapes tokens {tuple(emitted.shape)}, num_accepted "

@@ -20,6 +20,13 @@ method                    module                                            refe
 ``spectr_gbv_released``   :mod:`~spectr_gbv.gpu.kernels.released` (LOSSY)   ReleasedSpecTrGBVVerifier
 ========================  ================================================  ============================
 
+The method lists (:data:`KERNEL_METHODS`, :data:`LOSSY_METHODS`, :data:`EXPECTED_METHODS`) are read
+from :data:`spectr_gbv.core.methods.METHOD_TABLE`.
+
+A user's rule runs wherever a kernel method does (:mod:`~spectr_gbv.gpu.kernels.rules`): a torch
+rule with the kernels' signature ``rule(inputs: KernelInputs, uniforms: UniformSource) ->
+VerifyOutput`` (these three names are the rule interface), or a reference rule run row by row.
+
 Public interface: :func:`verify`, :class:`VerifyOutput`, :data:`KERNEL_METHODS`;
 :func:`~spectr_gbv.gpu.kernels.expected.accepted_law` and ``expected_accepted`` give the law of tau
 and E[tau | drafts] in closed form
@@ -43,6 +50,7 @@ from spectr_gbv.gpu.kernels.common import (
     validate_inputs,
 )
 from spectr_gbv.gpu.kernels.expected import EXPECTED_METHODS, accepted_law, expected_accepted
+from spectr_gbv.gpu.kernels.rules import KernelRule, UnverifiedRuleWarning, resolve_kernel_rule
 from spectr_gbv.gpu.kernels.sd import sd_acceptance_probs
 
 __all__ = [
@@ -52,14 +60,17 @@ __all__ = [
     "LOSSY_METHODS",
     "ROW_SUM_ATOL",
     "KernelInputs",
+    "KernelRule",
     "TorchUniforms",
     "UniformSource",
+    "UnverifiedRuleWarning",
     "VerifyOutput",
     "accepted_law",
     "bv_weights",
     "check_method",
     "default_device",
     "expected_accepted",
+    "resolve_kernel_rule",
     "sd_acceptance_probs",
     "validate_inputs",
     "verify",

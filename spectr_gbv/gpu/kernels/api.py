@@ -1,4 +1,8 @@
-"""The public entry point of the verification kernels: :func:`verify` by method name."""
+"""The public entry point of the verification kernels: :func:`verify` by method name or rule.
+
+The method lists are read from :data:`spectr_gbv.core.methods.METHOD_TABLE` (its ``kernel`` and
+``lossless`` fields); a user's rule is resolved by :mod:`spectr_gbv.gpu.kernels.rules`.
+"""
 
 from __future__ import annotations
 
@@ -6,81 +10,57 @@ from collections.abc import Callable
 
 import torch
 
-from spectr_gbv.gpu.kernels.ar import verify_ar
-from spectr_gbv.gpu.kernels.bv import verify_bv
-from spectr_gbv.gpu.kernels.common import KernelInputs, TorchUniforms, UniformSource, VerifyOutput, validate_inputs
-from spectr_gbv.gpu.kernels.gbv_multipath import verify_gbv_multipath
-from spectr_gbv.gpu.kernels.mdbv import verify_mdbv
-from spectr_gbv.gpu.kernels.near_opt_bv import verify_near_opt_bv
-from spectr_gbv.gpu.kernels.optimal_multidraft import verify_optimal_multidraft
-from spectr_gbv.gpu.kernels.released import verify_spectr_gbv_released
-from spectr_gbv.gpu.kernels.rrs import verify_rrs
-from spectr_gbv.gpu.kernels.sd import verify_sd
-from spectr_gbv.gpu.kernels.spectr import verify_spectr
-from spectr_gbv.gpu.kernels.traversal import verify_traversal
+from spectr_gbv.core.methods import method_spec, methods_where
+from spectr_gbv.gpu.kernels.common import TorchUniforms, VerifyOutput, validate_inputs
+from spectr_gbv.gpu.kernels.rules import KernelFn, KernelRule, import_kernel, kernel_methods, resolve_kernel_rule
 
-#: Method names, the reference layer's stable names; the last is lossy (``allow_lossy=True``).
-KERNEL_METHODS: tuple[str, ...] = (
-    "ar",
-    "sd",
-    "bv",
-    "spectr",
-    "rrs",
-    "gbv_multipath",
-    "mdbv",
-    "traversal",
-    "optimal_multidraft",
-    "near_opt_bv",
-    "spectr_gbv_released",
-)
+#: Registered methods with a torch kernel (:data:`~spectr_gbv.core.methods.METHOD_TABLE`): the
+#: lossless ones, then the lossy ones (``allow_lossy=True``), each in table order.
+KERNEL_METHODS: tuple[str, ...] = kernel_methods()
 
-#: Methods whose output law is not the target's (THEORY.md section 6, 6a).
-LOSSY_METHODS: frozenset[str] = frozenset({"spectr_gbv_released"})
+#: Kernel methods whose output law is not the target's (THEORY.md section 6, 6a).
+LOSSY_METHODS: frozenset[str] = frozenset(methods_where(kernel=True, lossless=False))
 
-KernelFn = Callable[[KernelInputs, UniformSource], VerifyOutput]
-
-#: Method name -> kernel taking validated inputs and a uniform source.
-KERNELS: dict[str, KernelFn] = {
-    "ar": verify_ar,
-    "sd": verify_sd,
-    "bv": verify_bv,
-    "spectr": verify_spectr,
-    "rrs": verify_rrs,
-    "gbv_multipath": verify_gbv_multipath,
-    "mdbv": verify_mdbv,
-    "traversal": verify_traversal,
-    "optimal_multidraft": verify_optimal_multidraft,
-    "near_opt_bv": verify_near_opt_bv,
-    "spectr_gbv_released": verify_spectr_gbv_released,
-}
+#: Method name -> kernel taking validated inputs and a uniform source (the table's ``kernel`` paths).
+KERNELS: dict[str, KernelFn] = {m: import_kernel(str(method_spec(m).kernel)) for m in KERNEL_METHODS}
 
 
-def check_method(method: str, allow_lossy: bool = False) -> KernelFn:
-    """The kernel of ``method``, refusing lossy methods unless ``allow_lossy``.
+def check_method(method: str | KernelRule | Callable[..., object], allow_lossy: bool = False) -> KernelFn:
+    """The kernel of ``method``, refusing lossy methods (and rules declared lossy) unless ``allow_lossy``.
+
+    Parameters
+    ----------
+    method : str, KernelRule or callable
+        One of :data:`KERNEL_METHODS`, or a user's rule (:func:`~spectr_gbv.gpu.kernels.rules.resolve_kernel_rule`:
+        ``"module:attribute"``, a torch rule ``(inputs, uniforms) -> VerifyOutput``, a reference rule).
+    allow_lossy : bool
+
+    Returns
+    -------
+    callable (KernelInputs, UniformSource) -> VerifyOutput
 
     Raises
     ------
     ValueError
-        Unknown method or one that is not a ``str`` (the message lists :data:`KERNEL_METHODS`),
-        or a lossy method without ``allow_lossy=True``.
+        Unknown method or one that is neither a ``str`` nor a rule (the message lists
+        :data:`KERNEL_METHODS`), a callable of another signature, or a lossy method (a rule
+        with ``lossless = False``) without ``allow_lossy=True``.
     """
-    if not isinstance(method, str):
-        raise ValueError(
-            f"method must be a str naming one kernel method, got {type(method).__name__} {method!r:.80}; "
-            f"valid: {', '.join(KERNEL_METHODS)}"
-        )
-    if method not in KERNELS:
-        raise ValueError(f"method: unknown kernel method {method!r}; valid: {', '.join(KERNEL_METHODS)}")
-    if method in LOSSY_METHODS and not allow_lossy:
-        raise ValueError(
-            f"method {method!r} is lossy (its output law is not the target's; THEORY.md section 6a): "
-            "pass allow_lossy=True to run it for measurement"
-        )
-    return KERNELS[method]
+    if isinstance(method, str) and method in KERNELS:
+        if method in LOSSY_METHODS and not allow_lossy:
+            raise ValueError(
+                f"method {method!r} is lossy (its output law is not the target's; THEORY.md section 6a): "
+                "pass allow_lossy=True to run it for measurement"
+            )
+        return KERNELS[method]
+    rule = resolve_kernel_rule(method)
+    if rule.lossless_claimed is False and not allow_lossy:
+        raise ValueError(rule.lossy_refusal())
+    return rule.kernel
 
 
 def verify(
-    method: str,
+    method: str | KernelRule | Callable[..., object],
     drafts: torch.Tensor,
     draft_probs: torch.Tensor,
     target_probs: torch.Tensor,
@@ -98,11 +78,13 @@ def verify(
 
     Parameters
     ----------
-    method : str
+    method : str, KernelRule or callable
         One of :data:`KERNEL_METHODS`: ``ar`` (one token from ``target_probs[:, 0, 0]``), ``sd``
         and ``bv`` (draft 0 only; K may be > 1), ``spectr``, ``rrs``, ``gbv_multipath``,
         ``mdbv``, ``traversal``, ``optimal_multidraft``, ``near_opt_bv``; ``spectr_gbv_released`` only with
-        ``allow_lossy=True``.
+        ``allow_lossy=True``. Or a user's rule (:mod:`spectr_gbv.gpu.kernels.rules`): a torch
+        rule ``rule(inputs: KernelInputs, uniforms: UniformSource) -> VerifyOutput``, a
+        reference rule (run row by row on the CPU), or ``"module:attribute"`` naming one.
     drafts : Tensor, int64 [B, K, L]
         ``drafts[b, k, t] = X^(b,k)_{t+1}``; every id in ``[0, V)`` (no ``-1`` placeholders).
         ``L = 0`` is accepted for ``ar`` only.
@@ -117,7 +99,7 @@ def verify(
         On the tensors' device; every random decision uses a fresh uniform from it. None uses
         the device's default generator.
     allow_lossy : bool
-        Required for ``spectr_gbv_released``.
+        Required for ``spectr_gbv_released`` and for a rule declaring ``lossless = False``.
 
     Returns
     -------
@@ -128,7 +110,8 @@ def verify(
     Raises
     ------
     ValueError
-        Unknown or non-str or (without ``allow_lossy``) lossy method; any input problem listed in
+        Unknown method, an object that is not a rule, or (without ``allow_lossy``) a lossy
+        method (see :func:`check_method`); any input problem listed in
         :func:`~spectr_gbv.gpu.kernels.common.validate_inputs` (wrong type, dtype, shape or
         device; drafted ids outside ``[0, V)``; NaN/inf/negative entries; rows not summing to 1
         within 1e-4 (float32) or 1e-9 (float64); a drafted token of draft probability 0).

@@ -28,8 +28,11 @@ layer's exact outcome laws).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
+from spectr_gbv.core.methods import methods_where
 from spectr_gbv.gpu.kernels.block import BlockWeightsT, block_next_law, block_weights
 from spectr_gbv.gpu.kernels.bv import bv_weights
 from spectr_gbv.gpu.kernels.common import KernelInputs, batch_arange, validate_inputs
@@ -39,8 +42,9 @@ from spectr_gbv.gpu.kernels.mdbv import continues
 from spectr_gbv.gpu.kernels.near_opt_bv import score_selection
 from spectr_gbv.gpu.kernels.sd import sd_acceptance_probs
 
-#: Methods :func:`expected_accepted` computes in closed form.
-EXPECTED_METHODS: tuple[str, ...] = ("sd", "bv", "gbv_multipath", "mdbv", "near_opt_bv")
+#: Methods :func:`expected_accepted` computes in closed form: the table's entries with
+#: ``tau_law=True`` (:data:`~spectr_gbv.core.methods.METHOD_TABLE`), whose law is ``_law_<name>`` here.
+EXPECTED_METHODS: tuple[str, ...] = methods_where(tau_law=True)
 
 
 def block_end_law(weights: BlockWeightsT, start: torch.Tensor | None = None) -> torch.Tensor:
@@ -164,13 +168,8 @@ def _law_mdbv(inputs: KernelInputs) -> torch.Tensor:
     raise AssertionError("unreachable: the loop returns at k = K - 1")
 
 
-_LAWS = {
-    "sd": _law_sd,
-    "bv": _law_bv,
-    "gbv_multipath": _law_gbv_multipath,
-    "mdbv": _law_mdbv,
-    "near_opt_bv": _law_near_opt_bv,
-}
+#: Method -> its closed-form law of tau given the drafts (``_law_<method>`` of this module).
+_LAWS: dict[str, Callable[[KernelInputs], torch.Tensor]] = {m: globals()[f"_law_{m}"] for m in EXPECTED_METHODS}
 
 
 def _check(method: str) -> None:

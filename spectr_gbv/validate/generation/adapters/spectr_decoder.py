@@ -37,6 +37,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from spectr_gbv.core.methods import method_spec, methods_where
 from spectr_gbv.validate.generation.adapters.common import (
     bound_adapter,
     check_batch,
@@ -51,23 +52,11 @@ DEFAULT_NUM_DRAFTS: int = 2
 #: L of every adapter (ignored by ``ar``).
 DEFAULT_DRAFT_LENGTH: int = 3
 
-# The decoder's method lists, copied here so that the registry is listed without importing torch;
-# tests/validate/generation/test_adapters_decoder.py checks them against spectr_gbv.gpu.decoding.decoder.
-#: Lossless methods of the decoder, one adapter family each.
-DECODER_LOSSLESS_METHODS: tuple[str, ...] = (
-    "ar",
-    "sd",
-    "bv",
-    "spectr",
-    "rrs",
-    "gbv_multipath",
-    "mdbv",
-    "traversal",
-    "optimal_multidraft",
-    "near_opt_bv",
-)
+# The decoder's method lists, read from the method table (pure data: listing the registry imports no torch).
+#: Lossless methods of the decoder (the table's lossless methods with a torch kernel), one adapter family each.
+DECODER_LOSSLESS_METHODS: tuple[str, ...] = methods_where(lossless=True, kernel=True)
 #: Methods that verify one draft (K = 1) or none (``ar``): one scoring mode only.
-SINGLE_PATH_METHODS: tuple[str, ...] = ("ar", "sd", "bv")
+SINGLE_PATH_METHODS: tuple[str, ...] = tuple(m for m in DECODER_LOSSLESS_METHODS if method_spec(m).drafts != "many")
 #: The lossy method registered as ``spectr-decoder:released``.
 RELEASED_METHOD: str = "spectr_gbv_released"
 
