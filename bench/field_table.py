@@ -23,7 +23,7 @@ from fractions import Fraction
 from tqdm import tqdm
 
 from spectr_gbv.core.instance import default_instance, random_instance
-from spectr_gbv.reference.registry import available_methods, get_verifier
+from spectr_gbv.core.methods import METHOD_TABLE, method_spec
 from spectr_gbv.simulate.exact import simulate_exact
 from spectr_gbv.theory.lp import optimal_lossless
 
@@ -33,9 +33,9 @@ DEFAULT_KS = (1, 2, 3, 4)
 
 
 def methods() -> list[str]:
-    """Registered methods, lossless first (the table's row order)."""
-    names = list(available_methods())
-    return [m for m in names if get_verifier(m).lossless] + [m for m in names if not get_verifier(m).lossless]
+    """The method table's stateless methods with a reference class, lossless first (the table's row order)."""
+    names = [m.name for m in METHOD_TABLE if m.reference is not None and not m.needs_instance]
+    return [m for m in names if method_spec(m).lossless] + [m for m in names if not method_spec(m).lossless]
 
 
 def _short(value: object) -> str:
@@ -56,14 +56,14 @@ def default_part(names: list[str]) -> str:
             r = simulate_exact(inst, m, k)
             ratio = float(r.expected_accepted) / opt[k]
             cells.append(f"{_short(r.expected_accepted)} ({_short(r.validity_defect)}) / {ratio:.3f}")
-        lines.append(f"| {m}{'' if get_verifier(m).lossless else ' (lossy)'} | " + " | ".join(cells) + " |")
+        lines.append(f"| {m}{'' if method_spec(m).lossless else ' (lossy)'} | " + " | ".join(cells) + " |")
     lines.append("| OPT(K) (LP) | " + " | ".join(f"{opt[k]:.6f}" for k in DEFAULT_KS) + " |")
     return "\n".join(lines)
 
 
 def battery_part(names: list[str]) -> str:
     """Markdown table over the battery."""
-    lossless = [m for m in names if get_verifier(m).lossless]
+    lossless = [m for m in names if method_spec(m).lossless]
     rows: dict[tuple[str, int], list[float]] = {}
     defects: dict[tuple[str, int], Fraction] = {}
     best: dict[tuple[str, int], float] = {}

@@ -261,7 +261,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--instances", metavar="DIR", help="a folder of instance JSON files")
     p.add_argument("--battery", action="store_true", help="add the validate battery's instances")
-    p.add_argument("--methods", default=None, help="comma-separated stable method names (default sd,bv,mdbv)")
+    p.add_argument(
+        "--methods",
+        default=None,
+        help="comma-separated registered names or module:attribute naming your own rule (default sd,bv,mdbv; "
+        "single-draft methods run at K = 1 only)",
+    )
     p.add_argument("--K", default=None, help="numbers of drafts in 1..8, e.g. 2,3 or 2-4 (default 1,2)")
     p.add_argument("--measures", default=None, help="comma-separated subset of tau,bounds,opt,ot (default tau,bounds)")
     p.add_argument("--out", metavar="DIR", help="the dataset's folder (created; rows already there are kept)")

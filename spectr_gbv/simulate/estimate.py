@@ -42,8 +42,10 @@ from typing import Any
 import numpy as np
 
 from spectr_gbv.core.instance import Instance
+from spectr_gbv.core.methods import METHOD_TABLE, is_registered
 from spectr_gbv.reference.base import VerifyInput
 from spectr_gbv.reference.registry import check_method, get_verifier
+from spectr_gbv.reference.user_rules import resolve_rule, rule_label
 from spectr_gbv.simulate.exact import MAX_DRAFT_TUPLES, DraftTable, count_draft_tuples
 from spectr_gbv.simulate.structured import ESTIMATE_CAP, declared_structure, structured_kernels
 
@@ -60,8 +62,9 @@ KERNEL_SECONDS_CAP = 2.0
 #: Seconds per unit of structured kernel work (evaluations x K x (L+1) x n), as
 #: :data:`~spectr_gbv.simulate.exact.MAX_KERNEL_WORK` assumes (~10 us).
 STRUCTURED_UNIT_SECONDS = 1e-5
-#: Methods whose cost is not modelled (counted as 0 s: the estimate is a lower bound).
-UNMODELLED_METHODS = ("greedy_bv", "lp_oracle")
+#: Methods whose cost is not modelled (counted as 0 s: the estimate is a lower bound): the
+#: table's ``stateful`` and ``needs_instance`` methods (``greedy_bv``, ``lp_oracle``).
+UNMODELLED_METHODS: tuple[str, ...] = tuple(m.name for m in METHOD_TABLE if m.stateful or m.needs_instance)
 
 
 class RunTooLongError(ValueError):
@@ -137,15 +140,18 @@ def _time_kernels(verifier: Any, table: DraftTable, K: int, exact: bool, seed: i
     return statistics.median(times)
 
 
-def method_estimate(instance: Instance, method: str, num_drafts: int, table: DraftTable | None = None) -> StageEstimate:
+def method_estimate(instance: Instance, method: Any, num_drafts: int, table: DraftTable | None = None) -> StageEstimate:
     """Estimated time of one exact iteration of ``method`` with K drafts (see the module docstring).
 
     Parameters
     ----------
     instance : Instance
         The tabular instance (exact or float64).
-    method : str
-        A stable method name.
+    method : str, Verifier, Verifier subclass or callable
+        A registered name, ``"module:attribute"`` naming a user's rule, or the rule itself
+        (:func:`~spectr_gbv.reference.user_rules.resolve_rule`); a user's rule is estimated
+        as a registered one, by its structured path when it declares a structure, else by
+        timing its kernels.
     num_drafts : int
         K >= 1.
     table : DraftTable, optional
@@ -160,13 +166,21 @@ def method_estimate(instance: Instance, method: str, num_drafts: int, table: Dra
     Raises
     ------
     ValueError
-        Unknown method.
+        Unknown method or a rule that cannot be loaded; a user's function whose draws cannot
+        be enumerated (:class:`~spectr_gbv.reference.user_rules.NotEnumerableError`, while
+        its kernels are timed).
     """
-    check_method(method)
-    label = f"{method} K={num_drafts}"
-    if method in UNMODELLED_METHODS:
-        return StageEstimate(label, 0.0, "not modelled")
-    verifier = get_verifier(method)
+    label = f"{method if isinstance(method, str) else rule_label(method)} K={num_drafts}"
+    if isinstance(method, str) and is_registered(method):
+        check_method(method)
+        if method in UNMODELLED_METHODS:
+            return StageEstimate(label, 0.0, "not modelled")
+        verifier = get_verifier(method)
+    else:
+        if isinstance(method, str) and ":" not in method:
+            check_method(method)  # the registry's one line for an unknown name
+        _, user = resolve_rule(method)
+        verifier = user if user is not None else get_verifier(method)
     n, L, K = instance.n, instance.L, num_drafts
     kernels = structured_kernels(verifier, instance, K)
     if kernels is not None and kernels <= MAX_DRAFT_TUPLES:

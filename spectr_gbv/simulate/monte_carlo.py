@@ -28,6 +28,7 @@ import numpy as np
 from scipy import stats
 
 from spectr_gbv.core.instance import Instance
+from spectr_gbv.core.methods import is_registered, method_spec
 from spectr_gbv.core.numbers import check_seed
 from spectr_gbv.core.progress import progress
 from spectr_gbv.core.tabular import TabularAR
@@ -35,6 +36,7 @@ from spectr_gbv.reference.base import Verifier, VerifyInput
 from spectr_gbv.reference.greedy_bv import GreedyCoupling, sample_outcome
 from spectr_gbv.reference.lp_oracle import LPOracleVerifier
 from spectr_gbv.reference.registry import check_method, get_verifier
+from spectr_gbv.reference.user_rules import resolve_rule, rule_label
 
 #: Largest number of cells of the tested law V^m (m is reduced until n^m fits).
 MAX_TEST_CELLS = 4096
@@ -256,10 +258,17 @@ def _sample_drafts(q: TabularAR, K: int, L: int, rng: np.random.Generator) -> np
     return drafts
 
 
-def _iteration_sampler(inst: Instance, method: str | Verifier, K: int) -> Sampler:
-    """``sample(rng) -> (emitted tokens, carried rows or None)`` for one iteration of ``method``."""
+def _iteration_sampler(inst: Instance, method: Any, K: int) -> Sampler:
+    """``sample(rng) -> (emitted tokens, carried rows or None)`` for one iteration of ``method``.
+
+    Registered names dispatch on the method table (a ``stateful`` method samples its coupling,
+    one that ``needs_instance`` solves its LP); anything else is resolved by
+    :func:`~spectr_gbv.reference.user_rules.resolve_rule` (a user's function is called with the
+    real ``rng``, so any use of it works here).
+    """
     p, q, L = inst.target, inst.draft, inst.L
-    if method == "greedy_bv":
+    spec = method_spec(method) if is_registered(method) else None
+    if spec is not None and spec.stateful:
         coupling = GreedyCoupling(p, q, L)
         laws: dict[tuple[int, ...], Any] = {}
 
@@ -271,13 +280,15 @@ def _iteration_sampler(inst: Instance, method: str | Verifier, K: int) -> Sample
             return emitted, carried.as_dict() if carried is not None else None
 
         return greedy
-    if method == "lp_oracle":
+    if spec is not None and spec.needs_instance:
         verifier: Verifier = LPOracleVerifier(inst, K)
-    elif isinstance(method, str):
-        check_method(method)
-        verifier = get_verifier(method)
-    else:
+    elif isinstance(method, Verifier):
         verifier = method
+    else:
+        if isinstance(method, str) and ":" not in method:
+            check_method(method)  # the registry's one line for an unknown name
+        _, user = resolve_rule(method)
+        verifier = user if user is not None else get_verifier(method)
 
     def stateless(rng: np.random.Generator) -> tuple[tuple[int, ...], dict[tuple[int, ...], Any] | None]:
         drafts = _sample_drafts(q, K, L, rng)
@@ -290,7 +301,7 @@ def _iteration_sampler(inst: Instance, method: str | Verifier, K: int) -> Sample
 
 def monte_carlo(
     instance: Instance,
-    method: str | Verifier,
+    method: Any,
     num_drafts: int,
     num_iterations: int,
     *,
@@ -304,10 +315,14 @@ def monte_carlo(
     ----------
     instance : Instance
         Any size (float64 arithmetic is used for sampling; exact instances are converted).
-    method : str or Verifier
-        Any stable method name (``greedy_bv`` samples its coupling and completes with the
-        carried law; ``lp_oracle`` first solves the OPT(K) LP, which must fit) or a
-        :class:`~spectr_gbv.reference.Verifier` instance.
+    method : str, Verifier, Verifier subclass or callable
+        What :func:`~spectr_gbv.simulate.methods.simulate_method` accepts: a registered name
+        (``greedy_bv`` samples its coupling and completes with the carried law; ``lp_oracle``
+        first solves the OPT(K) LP, which must fit), ``"module:attribute"`` naming a user's
+        rule, or the rule itself (a :class:`~spectr_gbv.reference.Verifier` subclass or
+        instance, or a plain function with the generic interface, called with the sampler's
+        :class:`numpy.random.Generator`: a function whose draws cannot be enumerated exactly
+        is sampled here all the same).
     num_drafts : int
         K >= 1.
     num_iterations : int
@@ -328,7 +343,11 @@ def monte_carlo(
     ValueError
         Bad K, N, alpha, confidence, a negative or non-int ``seed``, more than
         :data:`MAX_DRAFT_TOKENS` draft tokens in all,
-        or an unknown / unsupported method.
+        or an unknown method, a failed import of ``"module:attribute"``, an object that is
+        not a rule (one line each, :func:`~spectr_gbv.reference.user_rules.resolve_rule`), or
+        a user's function returning something that is not ``tau + 1`` drafted tokens.
+    TypeError
+        ``method`` is neither a str nor a rule object.
 
     References
     ----------
@@ -354,12 +373,13 @@ def monte_carlo(
     inst = instance.to_float()
     p, L, n, K = inst.target, inst.L, inst.n, num_drafts
     one_iteration = _iteration_sampler(inst, method, K)
+    label = method if isinstance(method, str) else method.name if isinstance(method, Verifier) else rule_label(method)
     rng = np.random.default_rng(seed)
     m = _tested_length(n, L)
     taus = np.empty(num_iterations, dtype=np.int64)
     counts = np.zeros(n**m, dtype=np.int64)
     quiet = True if num_iterations * K * L < PROGRESS_MIN_DRAFT_TOKENS else None
-    bar = progress(num_iterations, f"{method if isinstance(method, str) else method.name} K={K}", quiet=quiet)
+    bar = progress(num_iterations, f"{label} K={K}", quiet=quiet)
     for it in range(num_iterations):
         if it % 1000 == 999:
             bar.update(1000)
@@ -378,7 +398,7 @@ def monte_carlo(
     mean = float(taus.mean())
     half = float(stats.t.isf((1 - confidence) / 2, num_iterations - 1) * taus.std(ddof=1) / math.sqrt(num_iterations))
     return MonteCarloResult(
-        method=method if isinstance(method, str) else method.name,
+        method=label,
         K=K,
         L=L,
         num_iterations=num_iterations,

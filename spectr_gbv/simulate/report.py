@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spectr_gbv.core.instance import Instance
+from spectr_gbv.core.methods import method_spec, methods_where
 from spectr_gbv.core.numbers import json_value
 from spectr_gbv.core.progress import progress
 from spectr_gbv.reference.registry import STABLE_METHOD_NAMES
@@ -27,10 +28,15 @@ from spectr_gbv.theory.table import BoundRow, bound_table
 REPORT_METHODS = STABLE_METHOD_NAMES
 #: Values of ``--ledger``: which claims ledgers the report builds.
 LEDGERS: tuple[str, ...] = ("spectr_gbv", "field", "all")
-#: Methods compared over a generation horizon (single-draft stateless vs stateful, plus MDBV).
-MULTI_ITERATION_METHODS = ("sd", "bv", "greedy_bv", "mdbv", "gbv_multipath")
-#: Single-draft methods of the horizon comparison: run at K = 1 (the others at the largest K).
-SINGLE_DRAFT_METHODS = ("sd", "bv", "greedy_bv")
+#: Methods compared over a generation horizon (single-draft stateless vs stateful, plus MDBV):
+#: the report's choice of rows, each a name of the method table.
+MULTI_ITERATION_METHODS: tuple[str, ...] = tuple(
+    method_spec(m).name for m in ("sd", "bv", "greedy_bv", "mdbv", "gbv_multipath")
+)
+#: Single-draft methods (the table's ``drafts == "one"``): the horizon comparison runs them at
+#: K = 1, as :meth:`~spectr_gbv.core.methods.MethodSpec.grid_shape` does (the others at the
+#: largest K).
+SINGLE_DRAFT_METHODS: tuple[str, ...] = methods_where(drafts="one")
 
 
 @dataclass
@@ -145,7 +151,7 @@ def build_report(
         raise ValueError(f"ledger must be one of {', '.join(LEDGERS)}, got {ledger!r}")
     ks = list(ks)
     pairs = [(m, k) for m in methods for k in ks]
-    multi_pairs = [(m, 1 if m in SINGLE_DRAFT_METHODS else max(ks)) for m in MULTI_ITERATION_METHODS]
+    multi_pairs = [(m, method_spec(m).grid_shape(max(ks), instance.L)[0]) for m in MULTI_ITERATION_METHODS]
     groups: dict[str, list[tuple[str, int]]] = {}  # the runs each ledger makes on this instance
     if ledger in ("spectr_gbv", "all"):
         groups["claims ledger"] = [("greedy_bv", 1)] + [(m, k) for k in ks for m in ("spectr_gbv_released", "mdbv")]

@@ -3,7 +3,7 @@
 A grid is given as a TOML file (:func:`load_grid_toml`) or as the CLI's flags
 (:func:`grid_from_args`)::
 
-    methods = ["mdbv", "optimal_multidraft"]
+    methods = ["mdbv", "optimal_multidraft", "my_rules:RuleB"]   # registered or module:attribute
     K = [2, 3]                      # or "2-4", or "1,2,5"
     measures = ["tau", "bounds", "opt"]
 
@@ -17,6 +17,17 @@ A grid is given as a TOML file (:func:`load_grid_toml`) or as the CLI's flags
 :meth:`SweepGrid.tasks` gives one :class:`Task` per instance, carrying what a worker needs to
 rebuild the instance (never the instance itself) and every (method, K) of it. Every check
 raises a one-line ``ValueError`` that names the field and the value.
+
+Methods are registered names (:data:`~spectr_gbv.core.methods.METHOD_TABLE`, or a class added
+with :func:`~spectr_gbv.reference.registry.register`) or ``"module:attribute"`` naming a
+user's rule (:func:`~spectr_gbv.reference.user_rules.resolve_rule`), imported once when the
+grid is built, so a typo stops the sweep before anything runs; rows are labelled with the
+names as given. How many K a method runs at follows
+:meth:`~spectr_gbv.core.methods.MethodSpec.grid_shape`: a single-draft method (the table's
+``drafts = "one"``, e.g. ``sd``, ``bv``) and ``ar`` (``"none"``) run at K = 1 only, whatever
+K the grid names; a multi-draft method at every K of the grid. A user's rule reads all K
+drafts unless it declares ``drafts = "one"`` (a class attribute of a Verifier, or an
+attribute of a function: ``my_rule.drafts = "one"``).
 """
 
 from __future__ import annotations
@@ -25,12 +36,15 @@ import tomllib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
+from spectr_gbv.core.methods import DraftArity, MethodSpec, is_registered, method_spec
 from spectr_gbv.sweep.schema import KEY, MEASURES
 
-#: Methods of a grid that names none.
-DEFAULT_METHODS: tuple[str, ...] = ("sd", "bv", "mdbv")
+#: Methods of a grid that names none: the grid's choice, each a name of the method table.
+DEFAULT_METHODS: tuple[str, ...] = tuple(method_spec(m).name for m in ("sd", "bv", "mdbv"))
+#: Values a user's rule may declare as its ``drafts`` attribute (as :class:`MethodSpec`'s).
+DRAFT_ARITIES: tuple[str, ...] = get_args(DraftArity)
 #: K values of a grid that names none.
 DEFAULT_KS: tuple[int, ...] = (1, 2)
 #: Measures of a grid that names none (``tau`` is always measured).
@@ -232,8 +246,16 @@ class Task:
         What rebuilds the instance in the worker (:func:`build_instance`).
     methods : tuple of str
     ks : tuple of int
+        The grid's K values.
     measures : tuple of str
         Subset of :data:`~spectr_gbv.sweep.schema.MEASURES`, always with ``"tau"``.
+    drafts : tuple of str
+        Each method's draft arity (``"none"``, ``"one"``, ``"many"``), aligned with
+        ``methods``; empty: every method reads all K drafts.
+    rules : tuple of (str, type)
+        ``(name, class)`` of each method added with
+        :func:`~spectr_gbv.reference.registry.register` in the driver, which a worker
+        registers before it runs (``module:attribute`` names are imported by the worker).
     """
 
     instance_id: str
@@ -242,10 +264,65 @@ class Task:
     methods: tuple[str, ...]
     ks: tuple[int, ...]
     measures: tuple[str, ...]
+    drafts: tuple[str, ...] = ()
+    rules: tuple[tuple[str, Any], ...] = field(default=(), hash=False, compare=False)
+
+    def method_ks(self, method: str) -> tuple[int, ...]:
+        """The K values ``method`` runs at: K = 1 only for a single-draft method or ``ar``.
+
+        The rule of :meth:`~spectr_gbv.core.methods.MethodSpec.grid_shape`, read from
+        ``drafts``.
+        """
+        arity = self.drafts[self.methods.index(method)] if self.drafts else "many"
+        return _grid_ks(method, arity, self.ks)
 
     def keys(self) -> set[tuple[str, str, int]]:
         """The :data:`~spectr_gbv.sweep.schema.KEY` of every row this task produces."""
-        return {(self.instance_id, m, k) for m in self.methods for k in self.ks}
+        return {(self.instance_id, m, k) for m in self.methods for k in self.method_ks(m)}
+
+
+def _grid_ks(name: str, arity: str, ks: tuple[int, ...]) -> tuple[int, ...]:
+    """The distinct K of ``grid_shape(k, L)`` over the grid's ``ks``, in order.
+
+    A table name reads its own entry; a user's rule a stand-in entry with its declared arity,
+    so that the rule lives in :meth:`~spectr_gbv.core.methods.MethodSpec.grid_shape` only.
+    """
+    spec = method_spec(name) if is_registered(name) else MethodSpec(name, False, arity, "")  # type: ignore[arg-type]
+    return tuple(dict.fromkeys(spec.grid_shape(k, 1)[0] for k in ks))
+
+
+def method_drafts(name: str) -> DraftArity:
+    """The draft arity of a grid method: the table's ``drafts``, else the rule's ``drafts`` attribute.
+
+    Parameters
+    ----------
+    name : str
+        A registered name or ``"module:attribute"``.
+
+    Returns
+    -------
+    {"none", "one", "many"}
+        ``"many"`` for a user's rule that declares nothing.
+
+    Raises
+    ------
+    ValueError
+        An unknown name, a rule that cannot be loaded, or a ``drafts`` attribute outside
+        :data:`DRAFT_ARITIES` (one line naming the method).
+    """
+    if is_registered(name):
+        return method_spec(name).drafts
+    from spectr_gbv.reference.registry import check_method
+    from spectr_gbv.reference.user_rules import resolve_rule
+
+    if ":" not in name:
+        check_method(name)  # the registry's one line for an unknown name
+
+    info, verifier = resolve_rule(name)
+    declared = getattr(verifier, "drafts", info.drafts) if verifier is not None else info.drafts
+    if declared not in DRAFT_ARITIES:
+        raise ValueError(f"method {name!r}: drafts must be one of {', '.join(DRAFT_ARITIES)}, got {declared!r}")
+    return declared  # type: ignore[no-any-return]
 
 
 def build_instance(spec: dict[str, Any]) -> Any:
@@ -280,7 +357,8 @@ class SweepGrid:
     ----------
     families : tuple of FamilySpec
     methods : tuple of str
-        Stable method names (:func:`~spectr_gbv.reference.registry.check_method`).
+        Registered names (:func:`~spectr_gbv.reference.registry.check_method`) or
+        ``"module:attribute"`` names of user rules (imported here, once).
     ks : tuple of int
         K values in ``1..MAX_SWEEP_K``.
     measures : tuple of str
@@ -297,19 +375,23 @@ class SweepGrid:
     methods: tuple[str, ...] = DEFAULT_METHODS
     ks: tuple[int, ...] = DEFAULT_KS
     measures: tuple[str, ...] = DEFAULT_MEASURES
+    _drafts: dict[str, str] = field(init=False, repr=False, compare=False, default_factory=dict)
 
     def __post_init__(self) -> None:
-        from spectr_gbv.reference.registry import check_method
-
         if not self.families:
             raise ValueError("family: the grid names no instance family (give random, dir or battery)")
         if not self.methods:
             raise ValueError("methods: the grid names no method")
+        drafts = []
         for m in self.methods:
             try:
-                check_method(m)
+                if not isinstance(m, str):
+                    raise TypeError(f"method must be a method name (a str), got {type(m).__name__} {m!r:.60}")
+                drafts.append(method_drafts(m))
             except (TypeError, ValueError) as exc:
-                raise ValueError(f"methods: {exc}") from exc
+                msg = " ".join(str(exc).split())
+                raise ValueError(f"methods: {msg if repr(m) in msg else f'method {m!r}: {msg}'}") from exc
+        object.__setattr__(self, "_drafts", dict(zip(self.methods, drafts, strict=True)))  # read by tasks()
         if not self.ks:
             raise ValueError("K: the grid names no K value")
         for k in self.ks:
@@ -335,19 +417,27 @@ class SweepGrid:
             Two different sources give the same instance id (e.g. two folders holding
             ``a.json``).
         """
+        from spectr_gbv.reference.registry import get_verifier
+
+        drafts = tuple(self._drafts[m] for m in self.methods)
+        rules = tuple((m, type(get_verifier(m))) for m in self.methods if ":" not in m and not is_registered(m))
         out: dict[str, Task] = {}
         for fam in self.families:
             for instance_id, spec in fam.instances():
-                task = Task(instance_id, fam.kind, spec, self.methods, self.ks, self.measures)
+                task = Task(instance_id, fam.kind, spec, self.methods, self.ks, self.measures, drafts, rules)
                 seen = out.get(instance_id)
                 if seen is not None and seen.spec != spec:
                     raise ValueError(f"family: two instances share the id {instance_id!r} ({seen.spec} and {spec})")
                 out.setdefault(instance_id, task)
         return list(out.values())
 
+    def method_ks(self, method: str) -> tuple[int, ...]:
+        """The K values ``method`` runs at (K = 1 only for a single-draft method or ``ar``)."""
+        return _grid_ks(method, self._drafts[method], self.ks)
+
     def num_rows(self) -> int:
-        """Rows of the complete sweep (tasks x methods x K)."""
-        return len(self.tasks()) * len(self.methods) * len(self.ks)
+        """Rows of the complete sweep (tasks x the (method, K) pairs each method runs at)."""
+        return len(self.tasks()) * sum(len(self.method_ks(m)) for m in self.methods)
 
     def to_dict(self) -> dict[str, Any]:
         """The grid as JSON (the TOML layout), for the folder's provenance (``_sweep.parquet``)."""
@@ -546,6 +636,7 @@ __all__ = [
     "DEFAULT_KS",
     "DEFAULT_MEASURES",
     "DEFAULT_METHODS",
+    "DRAFT_ARITIES",
     "FAMILY_KEYS",
     "MAX_SWEEP_K",
     "MAX_TASKS",
@@ -557,5 +648,6 @@ __all__ = [
     "check_instance_files",
     "grid_from_args",
     "load_grid_toml",
+    "method_drafts",
     "parse_k_values",
 ]

@@ -8,6 +8,14 @@ a partial file and no key is ever stored twice. Ray runs locally by default (``r
 with the machine's CPUs, no dashboard); ``address`` joins an existing cluster; a Ray already
 initialised in the process is reused.
 
+A user's rule named ``"module:attribute"`` is imported by each worker: the driver passes the
+folders its rules were imported from, its current directory and its ``PYTHONPATH`` to the
+workers as their ``PYTHONPATH`` (:func:`worker_pythonpath`, through the tasks'
+``runtime_env``), so a rule module in the directory the sweep was started from works on a
+local Ray; on a cluster the module must be importable on every node. A class added with
+:func:`~spectr_gbv.reference.registry.register` travels with the tasks and is registered in
+each worker.
+
 Testing hook: when the environment variable :data:`KILL_ONCE_ENV` names a file that does not
 exist yet, the first task to see it creates the file and kills its worker process
 (``os._exit(1)``), mid-task; Ray must then retry the task. The variable is read in the driver
@@ -87,6 +95,45 @@ class SweepInterrupted(KeyboardInterrupt):
     def __init__(self, result: SweepResult) -> None:
         super().__init__(f"interrupted; {result.rows_written} rows stored, rerun the same command to resume")
         self.result = result
+
+
+def worker_pythonpath(grid: SweepGrid) -> str | None:
+    """The ``PYTHONPATH`` the workers need to import the grid's user rules (None: no user rule).
+
+    The folder each user rule was imported from (``module:attribute`` names and classes added
+    with :func:`~spectr_gbv.reference.registry.register`; the root of a dotted module's
+    top-level package), then the driver's current directory, then the driver's own
+    ``PYTHONPATH``; duplicates dropped.
+
+    Parameters
+    ----------
+    grid : SweepGrid
+        A built grid (its rules were imported when it was checked).
+
+    Returns
+    -------
+    str or None
+        ``os.pathsep``-joined folders; None when every method of the grid is registered.
+    """
+    from spectr_gbv.core.methods import is_registered
+    from spectr_gbv.reference.registry import get_verifier
+
+    user = [m for m in grid.methods if ":" in m and not is_registered(m)]
+    added = [type(get_verifier(m)) for m in grid.methods if ":" not in m and not is_registered(m)]
+    if not user and not added:
+        return None
+    folders: list[str] = []
+    for name in user + [f"{cls.__module__}:{cls.__qualname__}" for cls in added]:
+        module = sys.modules.get(name.split(":")[0])
+        path = getattr(module, "__file__", None)
+        if path:
+            root = Path(path).resolve().parent
+            for _ in range(name.split(":")[0].count(".")):
+                root = root.parent
+            folders.append(str(root))
+    folders.append(os.getcwd())
+    folders += [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return os.pathsep.join(dict.fromkeys(folders))
 
 
 def _import_backends() -> Any:
@@ -338,9 +385,15 @@ def run_sweep(
             started_ray = start_ray(ray, address, num_cpus)
             try:
                 remote = _remote(ray, max_retries)
+                env_vars: dict[str, str] = {}
                 marker = os.environ.get(KILL_ONCE_ENV)
                 if marker:
-                    remote = remote.options(runtime_env={"env_vars": {KILL_ONCE_ENV: marker}})
+                    env_vars[KILL_ONCE_ENV] = marker
+                pythonpath = worker_pythonpath(grid)
+                if pythonpath:
+                    env_vars["PYTHONPATH"] = pythonpath
+                if env_vars:
+                    remote = remote.options(runtime_env={"env_vars": env_vars})
                 window = max(4, 2 * int(ray.available_resources().get("CPU", 1) or 1))
                 result = drive(
                     ray,
@@ -372,4 +425,5 @@ __all__ = [
     "drive",
     "run_sweep",
     "start_ray",
+    "worker_pythonpath",
 ]

@@ -12,9 +12,18 @@ Conventions, in one place:
 * rows whose ``error`` is not null are ignored (and counted per method and K);
 * an exact column (``expected_accepted``, ``validity_defect``) is exact when it reads ``"a"`` or
   ``"a/b"``; otherwise (the repr of a float, float64 instances) the float64 column is used;
-* a method is lossless when the registry says so
-  (:func:`spectr_gbv.reference.registry.get_verifier` ``.lossless``); a name the registry does not
-  know (``greedy_bv``, ``lp_oracle``, a user's method) counts as lossless;
+* a registered method is lossless when the method table says so
+  (:data:`~spectr_gbv.core.methods.METHOD_TABLE`, or the ``lossless`` attribute of a class added
+  with :func:`~spectr_gbv.reference.registry.register`); its rows are checked for violations and
+  it competes for "best among lossless";
+* a user's rule (``module:attribute``, or any name the registry does not know) is credited as
+  lossless only when it claims it (:func:`~spectr_gbv.reference.user_rules.resolve_rule`: a
+  Verifier's ``lossless``, a function's ``lossless`` attribute; the module is imported here)
+  and its measured validity defect is exactly 0 on every row of the dataset; a rule that
+  claims lossless is checked for violations all the same; its claim is shown beside it
+  (``Summary.rules``). A lossy method, registered or not, is never "best among lossless";
+* exact values print as :func:`~spectr_gbv.core.numbers.display_value` does everywhere
+  (``"1/8 = 0.125000"``; ``"~0.319407"`` when the fraction is too long to read);
 * statistics are over instances: mean = ``math.fsum / n``, median = ``statistics.median``,
   worst = min, quantiles = :func:`numpy.quantile` (linear).
 
@@ -41,8 +50,9 @@ from typing import Any
 
 import numpy as np
 
+from spectr_gbv.core.methods import is_registered, method_spec
 from spectr_gbv.core.numbers import display_value, format_value
-from spectr_gbv.reference.registry import STABLE_METHOD_NAMES, get_verifier
+from spectr_gbv.reference.registry import STABLE_METHOD_NAMES, available_methods, get_verifier
 from spectr_gbv.sweep.store import read_table
 
 #: Gap closure is undefined where OPT - E_baseline is at most this (the baseline reaches OPT).
@@ -54,6 +64,9 @@ DROP_TOL: float = 1e-9
 
 #: The gap closure's baseline when none is named (if the dataset has it; else its first method).
 DEFAULT_BASELINE = "mdbv"
+
+#: How a user rule's lossless claim reads in the Markdown.
+_CLAIM = {True: "claims lossless", False: "declared lossy", None: "no claim"}
 
 #: Suffix of the default summary folder, a sibling of the dataset folder (:func:`default_summary_dir`).
 SUMMARY_SUFFIX = "-summary"
@@ -82,11 +95,32 @@ def _value(text: str | None, number: float | None) -> Fraction | None:
 
 
 def _lossless(method: str) -> bool:
-    """The registry's ``lossless`` flag; True for a name the registry does not know."""
-    try:
+    """The ``lossless`` fact of a registered method (the table's, or a registered class's); False otherwise."""
+    if is_registered(method):
+        return method_spec(method).lossless
+    if method in available_methods():
         return bool(get_verifier(method).lossless)
-    except ValueError:
-        return True
+    return False
+
+
+def _rule_claim(method: str) -> tuple[str, bool | None, str]:
+    """``(origin, lossless claimed, note)`` of a method that is not registered (imported here)."""
+    from spectr_gbv.reference.user_rules import resolve_rule
+
+    try:
+        info, _ = resolve_rule(method)
+    except (TypeError, ValueError) as exc:
+        return "unknown", None, " ".join(str(exc).split())[:200]
+    return info.origin, info.lossless_claimed, info.note
+
+
+def _show(text: str | None, number: float | None) -> str:
+    """A stored value as :func:`~spectr_gbv.core.numbers.display_value` prints it (``~decimal`` when long)."""
+    exact = _exact(text)
+    if exact is not None:
+        return display_value(exact)
+    value = _value(text, number)
+    return "-" if value is None else display_value(float(value))
 
 
 def default_summary_dir(directory: str | Path) -> Path:
@@ -160,12 +194,18 @@ class Summary:
     cells : tuple of dict
         One dict per (method, K) present, in (method, K) order (keys in :meth:`to_json`).
     violations : dict
-        Lossless method -> ``{"count", "worst"}`` over all K.
+        Lossless method (or user rule claiming it) -> ``{"count", "worst"}`` over all K.
     monotonicity : dict
         method -> ``{"instances", "failures", "worst"}`` (E[tau] decreasing in K).
     gap_values : dict
         method -> gap closure per (instance, K), K pooled, in (K, instance_id) order (for the
         histogram; not in the JSON).
+    rules : dict
+        User rule (a method the registry does not know) -> ``{"origin", "lossless_claimed",
+        "rows", "nonzero_defects", "credited", "note"}``: its origin (``"verifier"``,
+        ``"function"``, or ``"unknown"`` when it cannot be imported here), its own lossless
+        claim (None: none), its rows with a defect, those whose defect is not exactly 0,
+        whether it competes as lossless, and a note (the import error, or the rule's note).
     """
 
     directory: str
@@ -180,6 +220,7 @@ class Summary:
     violations: dict[str, dict[str, Any]]
     monotonicity: dict[str, dict[str, Any]]
     gap_values: dict[str, tuple[float, ...]] = field(repr=False, compare=False)
+    rules: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """The summary as JSON-ready data (floats, strings, ints, None; stable keys).
@@ -191,9 +232,11 @@ class Summary:
             ``methods`` (list of str), ``K`` (list of int), ``errors`` ({method: int}),
             ``cells`` (list, one per (method, K)), ``violations`` ({lossless method:
             {``count``, ``worst``}}), ``monotonicity`` ({method: {``instances`` (instances with
-            two K or more), ``failures`` (instances where E[tau] drops), ``worst``}}).
+            two K or more), ``failures`` (instances where E[tau] drops), ``worst``}}), ``rules``
+            ({user rule: its claim and whether it is credited, as ``Summary.rules``}).
 
-            A cell has ``method``, ``K``, ``lossless`` (registry flag), ``instances`` (rows
+            A cell has ``method``, ``K``, ``lossless`` (the table's fact; for a user rule: it
+            is credited as lossless), ``instances`` (rows
             without error), ``errors``; ``ratio`` = E[tau] / OPT statistics {``n``, ``mean``,
             ``median``, ``worst`` (min), ``q10``, ``q90``} over rows with OPT; ``gap_closure`` =
             {``n``, ``mean``, ``median``, ``worst``, ``q10``, ``q90``, ``excluded`` (the
@@ -216,6 +259,7 @@ class Summary:
             "cells": [dict(c) for c in self.cells],
             "violations": {m: dict(v) for m, v in self.violations.items()},
             "monotonicity": {m: dict(v) for m, v in self.monotonicity.items()},
+            "rules": {m: dict(v) for m, v in self.rules.items()},
         }
 
     def to_markdown(self) -> str:
@@ -254,30 +298,39 @@ class Summary:
             [[c["method"], c["K"]] + stat_row(c["gap_closure"], keys) + [c["gap_closure"]["excluded"]]
              for c in self.cells],
         )  # fmt: skip
-        lossless = [c for c in self.cells if c["lossless"]]
         table(
             "Best among lossless methods (ties shared)",
             ["method", "K", "contested", "wins", "share"],
             [[c["method"], c["K"], c["best"]["contested"], f"{c['best']['wins']:g}", d(c["best"]["share"])]
-             for c in lossless],
+             for c in self.cells if c["best"] is not None],
         )  # fmt: skip
 
         def witness(w: dict[str, Any] | None) -> list[str]:
-            return ["-", "-"] if w is None else [f"{w['instance_id']} (K={w['K']})", str(w["defect"])]
+            if w is None:
+                return ["-", "-"]
+            return [f"{w['instance_id']} (K={w['K']})", _show(w["defect"], w["defect_float"])]
 
         table(
             "Lossless violations (validity defect != 0)",
             ["method", "K", "violations", "worst instance", "defect"],
-            [[c["method"], c["K"], c["violations"]["count"]] + witness(c["violations"]["worst"]) for c in lossless],
-        )
+            [[c["method"], c["K"], c["violations"]["count"]] + witness(c["violations"]["worst"])
+             for c in self.cells if c["violations"] is not None],
+        )  # fmt: skip
         mono = []
         for m, v in self.monotonicity.items():
             w = v["worst"]
             where = "-" if w is None else f"{w['instance_id']} (K={w['K_from']} -> {w['K_to']})"
-            drop = "-" if w is None else (w["drop_exact"] or d(w["drop"]))
+            drop = "-" if w is None else _show(w["drop_exact"], w["drop"])
             mono.append([m, v["instances"], v["failures"], where, drop])
         table("E[tau] decreasing in K", ["method", "instances", "failures", "worst instance", "worst drop"], mono)
         table("Errors", ["method", "failed rows"], [[m, n] for m, n in self.errors.items()])
+        if self.rules:
+            table(
+                "User rules: claim and measured defect (credited as lossless only if claimed and 0 on every row)",
+                ["method", "origin", "lossless claim", "rows", "defect != 0", "credited", "note"],
+                [[m, r["origin"], _CLAIM[r["lossless_claimed"]], r["rows"], r["nonzero_defects"],
+                  "yes" if r["credited"] else "no", r["note"] or "-"] for m, r in self.rules.items()],
+            )  # fmt: skip
         return "\n".join(lines) + "\n"
 
     def write(self, out: str | Path, *, plots: bool = True) -> list[Path]:
@@ -383,7 +436,9 @@ def summarize(
     OPT = 0 = E[tau]); the gap closure needs the baseline's row for the same (instance, K) and
     OPT - E_base > :data:`GAP_TOL` (else the instance is counted as ``excluded``). The best
     method of an (instance, K) is the largest exact E[tau] among lossless methods, ties shared
-    equally. A lossless method's row is a violation when its exact ``validity_defect`` is not 0,
+    equally, among the methods credited as lossless (see the module docstring: a user's rule
+    must claim it and measure a defect of exactly 0 on every row). A lossless method's (or a
+    claiming rule's) row is a violation when its exact ``validity_defect`` is not 0,
     or its float defect exceeds :data:`DEFECT_TOL`. A monotonicity failure is an instance where
     E[tau] at some K is below E[tau] at a smaller K (by more than :data:`DROP_TOL` unless both
     values are exact); the worst drop is over all pairs of K.
@@ -437,7 +492,21 @@ def summarize(
             f"baseline: {baseline!r} is not a method of the dataset {str(directory)!r}; methods present: "
             f"{', '.join(methods)}"
         )
-    lossless = {m: _lossless(m) for m in methods}
+    registered = {m for m in methods if is_registered(m) or m in available_methods()}
+    lossless = {m: _lossless(m) for m in methods}  # competes for "best among lossless"
+    claimed = dict(lossless)  # checked for violations
+    rules = {}
+    for m in methods:
+        if m not in registered:
+            origin, claim, note = _rule_claim(m)
+            mine = [r for r in rows if r["method"] == m and r["error"] is None]
+            nonzero = sum(1 for r in mine if _value(r["validity_defect"], r["validity_defect_float"]) != 0)
+            claimed[m] = claim is True
+            lossless[m] = claim is True and bool(mine) and nonzero == 0
+            rules[m] = {
+                "origin": origin, "lossless_claimed": claim, "rows": len(mine), "nonzero_defects": nonzero,
+                "credited": lossless[m], "note": note,
+            }  # fmt: skip
     errors = dict.fromkeys(methods, 0)
     failed: dict[tuple[str, int], int] = {}
     ok: dict[tuple[str, int], list[dict[str, Any]]] = {}
@@ -459,8 +528,9 @@ def summarize(
     wins, contested = _best(value, lossless)
     cells, gap_values = [], {m: [] for m in methods}
     for m, k in sorted(ok, key=lambda mk: (methods.index(mk[0]), mk[1])):
-        cell, gaps = _cell(m, k, sorted(ok[(m, k)], key=lambda r: r["instance_id"]), value, baseline, lossless[m])
+        cell, gaps = _cell(m, k, sorted(ok[(m, k)], key=lambda r: r["instance_id"]), value, baseline, claimed[m])
         cell["errors"] = failed.get((m, k), 0)
+        cell["lossless"] = lossless[m]
         if lossless[m]:
             n, win = contested.get(k, 0), wins.get((m, k), Fraction(0))
             cell["best"] = {"contested": n, "wins": float(win), "share": float(win / n) if n else None}
@@ -479,6 +549,7 @@ def summarize(
         violations=_violations_by_method(cells),
         monotonicity=_monotonicity(methods, value, exact),
         gap_values={m: tuple(xs) for m, xs in gap_values.items()},
+        rules=rules,
     )
     if out is not None:
         summary.write(out, plots=plots)

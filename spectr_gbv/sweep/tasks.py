@@ -86,7 +86,8 @@ def run_task(task: Task) -> list[dict[str, Any]]:
     Returns
     -------
     list of dict
-        ``len(task.methods) * len(task.ks)`` rows, each with exactly the keys of
+        One row per method and K it runs at (:meth:`~spectr_gbv.sweep.grid.Task.method_ks`:
+        K = 1 only for a single-draft method or ``ar``), each with exactly the keys of
         :data:`~spectr_gbv.sweep.schema.COLUMNS`. Exact values are strings
         (:func:`exact_text`) beside their float64 copies; measures not requested or failed
         are None; ``error`` is None when everything requested succeeded, else the one-line
@@ -102,8 +103,12 @@ def run_task(task: Task) -> list[dict[str, Any]]:
     ('random:2,2,0,0', 'sd', 1, None)
     """
     import spectr_gbv
+    from spectr_gbv.reference.registry import available_methods, register
     from spectr_gbv.simulate.methods import simulate_method
 
+    for name, cls in task.rules:  # classes the driver registered: a fresh worker has not
+        if name not in available_methods():
+            register(cls)
     base: dict[str, Any] = dict.fromkeys(COLUMNS)
     base.update(instance_id=task.instance_id, family=task.family, package_version=spectr_gbv.__version__)
     build_errors: list[str] = []
@@ -112,11 +117,11 @@ def run_task(task: Task) -> list[dict[str, Any]]:
         base.update(n=int(instance.n), L=int(instance.L))
     rows = []
     per_k: dict[int, tuple[dict[str, Any], list[str]]] = {}
-    for k in task.ks:
+    for k in dict.fromkeys(k for m in task.methods for k in task.method_ks(m)):
         errors: list[str] = list(build_errors)
         per_k[k] = (_measures(instance, k, task.measures, errors) if instance is not None else {}, errors)
     for method in task.methods:
-        for k in task.ks:
+        for k in task.method_ks(method):
             measured, k_errors = per_k[k]
             row = dict(base, method=method, K=int(k), **measured)
             errors = list(k_errors)

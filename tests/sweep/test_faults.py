@@ -28,6 +28,7 @@ from spectr_gbv.sweep.schema import COLUMNS, arrow_schema  # noqa: E402
 from spectr_gbv.sweep.store import LOCK_NAME, SweepStore  # noqa: E402
 from spectr_gbv.sweep.tasks import run_task  # noqa: E402
 
+# sd reads one draft: K = 1 only, so 3 rows a task
 GRID = grid_from_args(random=["2,2,0-2"], methods="sd,mdbv", ks="1,2", measures="tau")
 ARGV = ["sweep", "--random", "2,2,0-2", "--methods", "sd,mdbv", "--K", "1,2", "--measures", "tau", "--quiet"]
 
@@ -189,11 +190,11 @@ def test_rows_with_errors_make_the_exit_status_1(tmp_path, capsys, monkeypatch):
     keys = sorted(set().union(*(t.keys() for t in GRID.tasks())))
     store.write([row(i, m, k, error="simulate: ValueError: boom" if i.endswith(",1,0") else None) for i, m, k in keys])
     monkeypatch.setattr(runner, "start_ray", lambda *a: pytest.fail("every row is stored: Ray must not start"))
-    assert runner.run_sweep(GRID, tmp_path, show_progress=False).rows_with_errors == 4
+    assert runner.run_sweep(GRID, tmp_path, show_progress=False).rows_with_errors == 3
     assert main([*ARGV, "--out", str(tmp_path)]) == 1
     out = capsys.readouterr().out
     assert out.startswith("Sweep of 3 instances: 0 tasks done, 3 skipped (already stored), 0 failed; 0 rows written")
-    assert out.endswith(f" to {tmp_path}; 4 rows of the grid carry an error (see the 'error' column).\n")
+    assert out.endswith(f" to {tmp_path}; 3 rows of the grid carry an error (see the 'error' column).\n")
 
 
 def test_failed_tasks_are_counted_in_the_line_and_exit_status(tmp_path, capsys):
@@ -264,15 +265,15 @@ def test_disk_full_mid_sweep_keeps_the_folder_consistent_and_resumable(tmp_path,
     name = Path(calls[1]).name.split(".")[2]  # the temporary ".out.part-<uuid>.parquet.<token>.tmp"
     assert str(info.value) == (
         f"out: cannot write {name}.parquet into {str(tmp_path / 'out')!r}: No space left on device (ENOSPC); "
-        "the parts stored before are whole (4 rows stored by this run); make room or fix the folder, then rerun "
+        "the parts stored before are whole (3 rows stored by this run); make room or fix the folder, then rerun "
         "the same command to resume"
     )
     monkeypatch.undo()
     assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file() and p.suffix == ".tmp") == []
     assert SweepStore(tmp_path / "out").existing_keys() == tasks[0].keys()  # the first task, whole
     resumed = run_drive(SweepStore(tmp_path / "out"), FakeRay(), tasks[1:])
-    assert (resumed.tasks_done, resumed.rows_written) == (2, 8)
-    assert read_table(tmp_path / "out").num_rows == 12
+    assert (resumed.tasks_done, resumed.rows_written) == (2, 6)
+    assert read_table(tmp_path / "out").num_rows == 9
 
 
 # 10. an unreachable Ray head
@@ -296,10 +297,10 @@ def test_ctrl_c_stops_between_writes_and_the_rerun_resumes(tmp_path, capsys, mon
     store, tasks, fake = SweepStore(tmp_path / "out"), GRID.tasks(), FakeRay(interrupt_at=2)
     with pytest.raises(SweepInterrupted) as info:
         run_drive(store, fake, tasks)
-    assert (info.value.result.tasks_done, info.value.result.rows_written) == (1, 4)
-    assert str(info.value) == "interrupted; 4 rows stored, rerun the same command to resume"
+    assert (info.value.result.tasks_done, info.value.result.rows_written) == (1, 3)
+    assert str(info.value) == "interrupted; 3 rows stored, rerun the same command to resume"
     assert fake.cancelled == tasks[1:]  # the tasks in flight are cancelled
     assert SweepStore(tmp_path / "out").existing_keys() == tasks[0].keys()
     monkeypatch.setattr(runner, "run_sweep", lambda *a, **k: (_ for _ in ()).throw(info.value))
     assert main([*ARGV, "--out", str(tmp_path / "out")]) == 130
-    assert error_line(capsys) == "spectr-gbv sweep: interrupted; 4 rows stored, rerun the same command to resume"
+    assert error_line(capsys) == "spectr-gbv sweep: interrupted; 3 rows stored, rerun the same command to resume"

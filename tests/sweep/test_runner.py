@@ -24,7 +24,7 @@ from spectr_gbv.theory.lp import optimal_lossless  # noqa: E402
 GRID = grid_from_args(
     random=["2,2,0-5", "3,2,0-3"], methods="sd,mdbv,optimal_multidraft", ks="1,2", measures="tau,bounds,opt"
 )
-ROWS = 10 * 3 * 2
+ROWS = 10 * (1 + 2 + 2)  # sd reads one draft: K = 1 only (MethodSpec.grid_shape)
 
 
 @pytest.fixture(scope="module")
@@ -72,9 +72,9 @@ def test_interrupted_sweep_resumes(fresh, tmp_path):
 
     with pytest.raises(KeyboardInterrupt):
         run_sweep(GRID, tmp_path, show_progress=False, on_task_done=stop_after_two)
-    assert len(rows_by_key(tmp_path)) == 2 * 6  # the two tasks written stay
+    assert len(rows_by_key(tmp_path)) == 2 * 5  # the two tasks written stay
     again = run_sweep(GRID, tmp_path, show_progress=False)
-    assert (again.tasks_skipped, again.tasks_done, again.tasks_failed, again.rows_written) == (2, 8, 0, 48)
+    assert (again.tasks_skipped, again.tasks_done, again.tasks_failed, again.rows_written) == (2, 8, 0, 40)
     assert rows_by_key(tmp_path) == fresh[1]
     done = run_sweep(GRID, tmp_path, show_progress=False)  # complete: nothing to run, Ray not even asked
     assert (done.tasks_skipped, done.tasks_done, done.rows_written) == (10, 0, 0)
@@ -99,7 +99,7 @@ def test_cli_runs_on_the_shared_ray(local_ray, tmp_path, capsys):
         "tasks_total": 2,
         "tasks_done": 2,
         "tasks_skipped": 0,
-        "rows_written": 8,
+        "rows_written": 4,  # sd and bv at K = 1 only
     }
     assert main(argv) == 0
     out = capsys.readouterr().out
@@ -112,7 +112,7 @@ def test_a_task_failing_after_its_retries_is_counted_and_rerun(fresh, tmp_path, 
     monkeypatch.setenv(KILL_ONCE_ENV, str(tmp_path / "killed"))
     result = run_sweep(GRID, tmp_path / "out", show_progress=False, max_retries=0)
     (_, instance_id) = (tmp_path / "killed").read_text().split()
-    assert (result.tasks_done, result.tasks_failed, result.rows_written) == (9, 1, ROWS - 6)
+    assert (result.tasks_done, result.tasks_failed, result.rows_written) == (9, 1, ROWS - 5)
     assert len(result.failures) == 1 and result.failures[0].startswith(f"{instance_id}: ")
     (line,) = [x for x in capsys.readouterr().err.splitlines() if x.startswith("spectr-gbv")]
     assert line.startswith(f"spectr-gbv sweep: task failed: {instance_id}: ")
@@ -148,5 +148,5 @@ def test_cli_resume_refuses_a_corrupt_part_then_recomputes_it(fresh, tmp_path, c
     part.rename(tmp_path / part.name)
     assert main([*argv, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert (data["tasks_skipped"], data["tasks_done"], data["rows_written"], data["rows_with_errors"]) == (9, 1, 6, 0)
+    assert (data["tasks_skipped"], data["tasks_done"], data["rows_written"], data["rows_with_errors"]) == (9, 1, 5, 0)
     assert rows_by_key(tmp_path / "o") == fresh[1]

@@ -175,8 +175,9 @@ def test_float_instances_unknown_method_and_no_opt(tmp_path):
         "count": 1,
         "worst": {"instance_id": "f1", "K": 2, "defect": "2e-09", "defect_float": 2e-9},
     }
-    assert _cell(s, "my_rule", 1)["best"] == {"contested": 1, "wins": 1.0, "share": 1.0}  # unknown: lossless
-    assert _cell(s, MD, 1)["best"] == {"contested": 1, "wins": 0.0, "share": 0.0}
+    # a name nobody knows claims nothing: never credited as lossless (its 2.5 does not beat mdbv's 2.0)
+    assert _cell(s, "my_rule", 1)["best"] is None and s.rules["my_rule"]["credited"] is False
+    assert _cell(s, MD, 1)["best"] == {"contested": 1, "wins": 1.0, "share": 1.0}
     assert s.monotonicity[MD]["worst"] == {"instance_id": "f1", "K_from": 1, "K_to": 3, "drop": 1.0, "drop_exact": None}
     assert s.monotonicity["my_rule"] == {"instances": 1, "failures": 0, "worst": None}  # drop 1e-12 < 1e-9
 
@@ -198,15 +199,15 @@ def test_markdown_tables(summary, sweep_dir):
     # gap closures -2, 1/2, 1: numpy linear quantiles q10 = -3/2, q90 = 9/10
     assert "| optimal_multidraft | 2 | 3 | -0.166667 | 0.500000 | -2.000000 | -1.500000 | 0.900000 | 0 |" in md
     assert "| optimal_multidraft | 1 | 3 | 2 | 0.666667 |" in md
-    assert "| optimal_multidraft | 2 | 1 | i2 (K=2) | 1/8 |" in md
-    assert "| optimal_multidraft | 3 | 1 | i2 (K=1 -> 2) | 1/2 |" in md
+    assert "| optimal_multidraft | 2 | 1 | i2 (K=2) | 1/8 = 0.125000 |" in md  # as display_value prints it
+    assert "| optimal_multidraft | 3 | 1 | i2 (K=1 -> 2) | 1/2 = 0.500000 |" in md
     assert "| spectr_gbv_released | 1 |" in md.split("## Errors")[1]
 
 
 def test_json_round_trip(summary):
     data = summary.to_json()
     assert list(data) == ["directory", "baseline", "rows", "rows_ok", "instances", "methods", "K", "errors",
-                          "cells", "violations", "monotonicity"]  # fmt: skip
+                          "cells", "violations", "monotonicity", "rules"]  # fmt: skip
     assert json.loads(json.dumps(data)) == data
     assert list(data["cells"][0]) == ["method", "K", "lossless", "instances", "errors", "ratio", "gap_closure",
                                       "best", "violations"]  # fmt: skip
