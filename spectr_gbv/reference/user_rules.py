@@ -282,8 +282,8 @@ class FunctionVerifier(Verifier):
     ``fn(drafts, draft_probs, target_probs, rng) -> tokens``: ``drafts`` int64 [K, L],
     ``draft_probs`` [K, L, V] and ``target_probs`` [K, L+1, V] (numpy ``object`` arrays of
     Fractions on an exact instance, float64 otherwise), ``rng`` a
-    :class:`numpy.random.Generator` (:meth:`sample`) or an :class:`EnumeratingRng`
-    (:meth:`outcome_law`); ``tokens`` a sequence of ``tau + 1`` ints, the first ``tau`` a
+    :class:`numpy.random.Generator` (in ``sample``) or an :class:`EnumeratingRng` (in
+    ``outcome_law``); ``tokens`` a sequence of ``tau + 1`` ints, the first ``tau`` a
     prefix of one draft.
 
     Parameters
@@ -308,10 +308,10 @@ class FunctionVerifier(Verifier):
     Raises
     ------
     ValueError
-        (from :meth:`outcome_law` / :meth:`sample`) an output that is not ``tau + 1`` ints with
+        (from ``outcome_law`` / ``sample``) an output that is not ``tau + 1`` ints with
         a drafted prefix, or an id outside the vocabulary.
     NotEnumerableError
-        (from :meth:`outcome_law`) a use of ``rng`` that cannot be enumerated.
+        (from ``outcome_law``) a use of ``rng`` that cannot be enumerated.
     """
 
     symmetric = False
@@ -506,11 +506,10 @@ def resolve_rule(method: Any) -> tuple[RuleInfo, Verifier | None]:
 
     Raises
     ------
-    TypeError
-        ``method`` is neither a str nor a rule object (a list, a number).
     ValueError
-        One line: an unknown name (the message lists the registered names and the
-        ``module:attribute`` form), an import failure, or an object that is not a rule.
+        One line: ``method`` is neither a str nor a rule object (a list, a number), an
+        unknown name (the message lists the registered names and the ``module:attribute``
+        form), an import failure, or an object that is not a rule.
     """
     from spectr_gbv.reference.registry import available_methods, get_verifier  # noqa: PLC0415
 
@@ -528,7 +527,7 @@ def resolve_rule(method: Any) -> tuple[RuleInfo, Verifier | None]:
     elif isinstance(method, Verifier | type) or callable(method):
         obj, name = method, rule_label(method)
     else:
-        raise TypeError(f"method must be a method name or a rule, got {type(method).__name__} {method!r:.60}")
+        raise ValueError(f"method: expected a method name or a rule, got {type(method).__name__} {method!r:.60}")
     verifier = as_verifier(obj, name)
     origin = "function" if isinstance(verifier, FunctionVerifier) else "verifier"
     return _info(verifier, name, origin), verifier

@@ -243,7 +243,7 @@ def test_module_attribute_names_load_from_the_current_directory(tmp_path: Path, 
 def test_bad_rule_names_get_one_clear_line(name: str, error: type, message: str) -> None:
     with pytest.raises(error, match=message):
         simulate_method(default_instance(), name, 1)
-    with pytest.raises(TypeError, match="method must be a method name or a rule, got list"):
+    with pytest.raises(ValueError, match="method: expected a method name or a rule, got list"):
         resolve_rule(["sd"])
 
 

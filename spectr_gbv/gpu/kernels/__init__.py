@@ -20,8 +20,8 @@ method                    module                                            refe
 ``spectr_gbv_released``   :mod:`~spectr_gbv.gpu.kernels.released` (LOSSY)   ReleasedSpecTrGBVVerifier
 ========================  ================================================  ============================
 
-The method lists (:data:`KERNEL_METHODS`, :data:`LOSSY_METHODS`, :data:`EXPECTED_METHODS`) are read
-from :data:`spectr_gbv.core.methods.METHOD_TABLE`.
+The method lists (:data:`KERNEL_METHODS`, :data:`~spectr_gbv.gpu.kernels.api.LOSSY_METHODS`,
+:data:`EXPECTED_METHODS`) are read from :data:`spectr_gbv.core.methods.METHOD_TABLE`.
 
 A user's rule runs wherever a kernel method does (:mod:`~spectr_gbv.gpu.kernels.rules`): a torch
 rule with the kernels' signature ``rule(inputs: KernelInputs, uniforms: UniformSource) ->

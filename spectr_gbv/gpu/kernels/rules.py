@@ -26,7 +26,7 @@ or the paired replay is resolved here (:func:`resolve_kernel_rule`) into a :clas
   reproducible. It is slow: a Python loop per batch row and iteration.
 
 Strings ``"module:attribute"`` name either kind (the current directory importable). A
-function is told apart by its signature (:func:`inspect.signature`): two positional
+function is told apart by its signature (``inspect.signature``): two positional
 parameters make a torch rule, four a reference function; when both fit (``*args``), a first
 parameter named ``drafts`` makes a reference function, anything else a torch rule.
 
