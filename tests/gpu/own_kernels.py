@@ -6,8 +6,7 @@ with the same generator it emits token for token what ``method="sd"`` emits.
 
 from __future__ import annotations
 
-import numpy as np
-
+from spectr_gbv.examples.own_rules import first_draft_sd
 from spectr_gbv.gpu.kernels.common import KernelInputs, UniformSource, VerifyOutput
 from spectr_gbv.gpu.kernels.sd import verify_sd
 from spectr_gbv.reference.sd import SpeculativeDecodingVerifier
@@ -62,14 +61,4 @@ class OwnSD(SpeculativeDecodingVerifier):
 
 def sd_fn(drafts, q, p, rng):  # noqa: ANN001, ANN201 - the generic interface
     """Speculative sampling of draft 0 as a plain generic function."""
-    x = drafts[0]
-    out = []
-    for t in range(len(x)):
-        if rng.random() < min(1, p[0, t, x[t]] / q[0, t, x[t]]):
-            out.append(int(x[t]))
-            continue
-        r = np.maximum(p[0, t] - q[0, t], 0)
-        out.append(int(rng.choice(len(r), p=r / r.sum())))
-        return out
-    out.append(int(rng.choice(p.shape[2], p=p[0, len(x)])))
-    return out
+    return first_draft_sd(drafts, q, p, rng)

@@ -12,6 +12,7 @@ import pytest
 
 from spectr_gbv.core import default_instance, random_instance
 from spectr_gbv.core.methods import METHOD_NAMES, METHOD_TABLE, method_spec, methods_where
+from spectr_gbv.examples.own_rules import first_draft_sd
 from spectr_gbv.reference import get_verifier
 from spectr_gbv.reference.registry import STABLE_METHOD_NAMES, available_methods
 from spectr_gbv.reference.rrs import RecursiveRejectionVerifier
@@ -30,18 +31,8 @@ RRS = get_verifier("rrs")
 
 # ---------------------------------------------------------------------------- rules written by a user
 def sd_function(drafts: np.ndarray, q: np.ndarray, p: np.ndarray, rng: np.random.Generator) -> list[int]:
-    """Speculative sampling of draft 0 (Leviathan et al. 2023, Algorithm 1), as a plain function."""
-    x = drafts[0]
-    out: list[int] = []
-    for t in range(len(x)):
-        if rng.random() < min(1, p[0, t, x[t]] / q[0, t, x[t]]):
-            out.append(int(x[t]))
-            continue
-        r = np.maximum(p[0, t] - q[0, t], 0)
-        out.append(int(rng.choice(len(r), p=r / r.sum())))
-        return out
-    return out + [int(rng.choice(p.shape[2], p=p[0, len(x)]))]
-
+    """Speculative sampling of draft 0, declaring nothing (so every draft tuple is enumerated)."""
+    return first_draft_sd(drafts, q, p, rng)
 
 def bv_vectorised(drafts: np.ndarray, q: np.ndarray, p: np.ndarray, rng: np.random.Generator) -> list[int]:
     """Block verification of draft 0 with its L uniforms drawn at once (``rng.random(L)``): object arrays."""

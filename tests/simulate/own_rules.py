@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from spectr_gbv.examples.own_rules import first_draft_sd
 from spectr_gbv.reference.rrs import RecursiveRejectionVerifier
 
 
@@ -35,18 +36,7 @@ class OwnRuleB(RecursiveRejectionVerifier):
 
 def sd_copy(drafts, q, p, rng):
     """Speculative sampling of draft 0 (Leviathan et al. 2023, Algorithm 1), as a plain function."""
-    x = drafts[0]
-    out = []
-    for t in range(len(x)):
-        if rng.random() < min(1, p[0, t, x[t]] / q[0, t, x[t]]):
-            out.append(int(x[t]))
-            continue
-        r = np.maximum(p[0, t] - q[0, t], 0)
-        out.append(int(rng.choice(len(r), p=r / r.sum())))
-        return out
-    out.append(int(rng.choice(p.shape[2], p=p[0, len(x)])))
-    return out
-
+    return first_draft_sd(drafts, q, p, rng)
 
 sd_copy.lossless = True
 sd_copy.drafts = "one"

@@ -72,7 +72,7 @@ def test_monte_carlo_refuses_bad_rules_in_one_line():
         monte_carlo(inst, OWN + "NOT_A_RULE", 1, 200)
     with pytest.raises(ValueError, match=r"unknown method 'nope'.*'module:attribute'"):
         monte_carlo(inst, "nope", 1, 200)
-    with pytest.raises((TypeError, ValueError), match="method must be a method name or a rule"):
+    with pytest.raises((TypeError, ValueError), match="expected a method name or a rule"):
         monte_carlo(inst, 3, 1, 200)
 
 

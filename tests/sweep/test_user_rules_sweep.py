@@ -21,7 +21,7 @@ OWN = "tests.simulate.own_rules:"
 
 #: A user's rule module as a researcher writes it, in the folder the sweep is started from.
 RULES_MODULE = '''
-import numpy as np
+from spectr_gbv.examples.own_rules import first_draft_sd
 from spectr_gbv.reference.rrs import RecursiveRejectionVerifier
 
 
@@ -32,17 +32,7 @@ class RuleB(RecursiveRejectionVerifier):
 
 def sd_fn(drafts, q, p, rng):
     """SD on draft 0."""
-    x = drafts[0]
-    out = []
-    for t in range(len(x)):
-        if rng.random() < min(1, p[0, t, x[t]] / q[0, t, x[t]]):
-            out.append(int(x[t]))
-            continue
-        r = np.maximum(p[0, t] - q[0, t], 0)
-        out.append(int(rng.choice(len(r), p=r / r.sum())))
-        return out
-    out.append(int(rng.choice(p.shape[2], p=p[0, len(x)])))
-    return out
+    return first_draft_sd(drafts, q, p, rng)
 
 
 sd_fn.lossless = True

