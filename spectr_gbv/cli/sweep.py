@@ -70,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
+    _note_single_draft(grid, args.quiet)
     try:
         from spectr_gbv.sweep.runner import run_sweep
     except ImportError as exc:
@@ -83,6 +84,17 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(result, int):
         return result
     return _finish(args, result, f"Sweep of {result.tasks_total} instances: {result.tasks_done} tasks done")
+
+
+def _note_single_draft(grid: Any, quiet: bool) -> None:
+    """One stderr line naming the methods run at fewer K than the grid names (single-draft and ``ar``)."""
+    fewer = [m for m in grid.methods if tuple(grid.method_ks(m)) != tuple(grid.ks)]
+    if fewer and not quiet:
+        print(
+            f"spectr-gbv sweep: note: {', '.join(fewer)}: run at K = 1 only (a rule that reads draft 0 only, or "
+            "no draft, has the same law at every K; MethodSpec.grid_shape)",
+            file=sys.stderr,
+        )
 
 
 def _warn_foreign(directory: Any, quiet: bool) -> None:

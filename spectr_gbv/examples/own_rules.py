@@ -16,7 +16,7 @@ docs/verifiers.md, "Bring your own rule".
 * :func:`first_draft_sd`: token-level speculative sampling of draft 0 as a plain function
   with the generic interface; its exact law is enumerated over its ``rng`` draws. It declares
   ``first_draft_sd.lossless = True`` (its claim) and ``first_draft_sd.drafts = "one"`` (it reads
-  draft 0 only, so the exact simulator evaluates it once per first draft).
+  draft 0 only, so grids run it at K = 1 only).
 
 References
 ----------
@@ -142,4 +142,4 @@ def first_draft_sd(
 
 
 first_draft_sd.lossless = True  # type: ignore[attr-defined]
-first_draft_sd.drafts = "one"  # type: ignore[attr-defined]  # reads draft 0 only: the simulator groups by it
+first_draft_sd.drafts = "one"  # type: ignore[attr-defined]  # reads draft 0 only: grids run it at K = 1

@@ -32,9 +32,10 @@ THEORY.md section 2 (a verifier is a Markov kernel from the drafts to outputs);
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 import sys
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from numbers import Integral, Real
@@ -44,7 +45,7 @@ import numpy as np
 
 from spectr_gbv.core.methods import is_registered, method_spec
 from spectr_gbv.core.numbers import Scalar
-from spectr_gbv.reference.base import DraftTuple, Verifier, VerifyInput
+from spectr_gbv.reference.base import Verifier, VerifyInput
 from spectr_gbv.reference.choosers import Chooser, Emission
 
 #: Largest number of random draws one run of a user's function may make while enumerated.
@@ -55,6 +56,10 @@ MAX_PATHS = 200_000
 
 class NotEnumerableError(ValueError):
     """A user rule's random draws cannot be enumerated exactly (the message names the operation)."""
+
+
+class RuleRaisedError(ValueError):
+    """A user's function raised while it was called (the message names the rule and the exception)."""
 
 
 def _threshold(t: Any, exact: bool) -> Scalar:
@@ -299,8 +304,10 @@ class FunctionVerifier(Verifier):
     lossless_claimed : bool or None
         ``fn.lossless`` as declared, None when not declared.
     drafts : str
-        ``fn.drafts`` when declared (``"one"``: the function reads draft 0 only, so the exact
-        simulator groups draft tuples by their first draft), else ``"many"``.
+        ``fn.drafts`` when declared (``"one"``: the function reads draft 0 only, so grids run it
+        at K = 1 only), else ``"many"``. The exact simulator does not trust it: every draft
+        tuple is still enumerated, so a false declaration cannot hide a dependence on the
+        other drafts.
     symmetric : bool
         ``fn.symmetric`` when declared (its law does not depend on the order of the drafts:
         the simulator enumerates multisets), else False.
@@ -335,10 +342,15 @@ class FunctionVerifier(Verifier):
         doc = (getattr(fn, "__doc__", None) or "").strip()
         self.citation = doc.splitlines()[0] if doc else "a user's rule"  # type: ignore[misc]
         self._paths = 0
-
-    def law_key(self, drafts: DraftTuple) -> Hashable:
-        """The first draft when the function declares ``drafts = "one"``; else as the base class."""
-        return drafts[0] if self.drafts == "one" else super().law_key(drafts)
+        try:
+            inspect.signature(fn).bind(None, None, None, None)
+        except TypeError:
+            raise ValueError(
+                f"rule {self.name}: a function rule takes (drafts, draft_probs, target_probs, rng); "
+                f"its signature is {inspect.signature(fn)}"
+            ) from None
+        except ValueError:  # no signature to read (a builtin): the call itself will tell
+            pass
 
     def outcome_law_checked(self, batch: VerifyInput) -> dict[tuple[int, ...], Scalar]:
         """Exact law by enumeration of the function's draws (see the module docstring)."""
@@ -360,10 +372,15 @@ class FunctionVerifier(Verifier):
         return self._call(batch, rng)
 
     def _call(self, batch: VerifyInput, rng: Any) -> tuple[int, ...]:
-        """``fn`` on copies of the batch's arrays, its output checked."""
-        return self._tokens(
-            batch, self.fn(batch.drafts.copy(), batch.draft_probs.copy(), batch.target_probs.copy(), rng)
-        )
+        """``fn`` on copies of the batch's arrays, its output checked; what it raises becomes one line."""
+        try:
+            out = self.fn(batch.drafts.copy(), batch.draft_probs.copy(), batch.target_probs.copy(), rng)
+        except NotEnumerableError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a user's rule may raise anything: name it
+            why = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            raise RuleRaisedError(f"rule {self.name} raised {why}") from exc
+        return self._tokens(batch, out)
 
     def _tokens(self, batch: VerifyInput, out: Any) -> tuple[int, ...]:
         try:

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from spectr_gbv.core import default_instance, random_instance
+from spectr_gbv.core import Instance, TabularAR, default_instance, random_instance
 from spectr_gbv.core.methods import METHOD_NAMES, METHOD_TABLE, method_spec, methods_where
 from spectr_gbv.examples.own_rules import first_draft_sd
 from spectr_gbv.reference import get_verifier
@@ -19,6 +19,7 @@ from spectr_gbv.reference.rrs import RecursiveRejectionVerifier
 from spectr_gbv.reference.user_rules import (
     FunctionVerifier,
     NotEnumerableError,
+    RuleRaisedError,
     as_verifier,
     resolve_rule,
 )
@@ -33,6 +34,7 @@ RRS = get_verifier("rrs")
 def sd_function(drafts: np.ndarray, q: np.ndarray, p: np.ndarray, rng: np.random.Generator) -> list[int]:
     """Speculative sampling of draft 0, declaring nothing (so every draft tuple is enumerated)."""
     return first_draft_sd(drafts, q, p, rng)
+
 
 def bv_vectorised(drafts: np.ndarray, q: np.ndarray, p: np.ndarray, rng: np.random.Generator) -> list[int]:
     """Block verification of draft 0 with its L uniforms drawn at once (``rng.random(L)``): object arrays."""
@@ -190,6 +192,25 @@ def test_an_accepted_prefix_that_is_no_draft_is_refused() -> None:
         simulate_exact(default_instance(), wrong_prefix, 1)
 
 
+def max_ratio_sd(drafts: np.ndarray, q: np.ndarray, p: np.ndarray, rng: Any) -> list[int]:
+    """SD on the draft whose first token has the largest p/q, falsely declaring that it reads draft 0 only."""
+    k = max(range(drafts.shape[0]), key=lambda i: p[i, 0, drafts[i, 0]] / q[i, 0, drafts[i, 0]])
+    return first_draft_sd(drafts[k : k + 1], q[k : k + 1], p[k : k + 1], rng)
+
+
+max_ratio_sd.lossless = True  # type: ignore[attr-defined]
+max_ratio_sd.drafts = "one"  # type: ignore[attr-defined]
+
+
+def test_a_false_drafts_one_declaration_cannot_hide_a_defect() -> None:
+    """p = (3/4, 1/4), q = (1/2, 1/2), L = 1, K = 2: P(Z = 0) = 3/4 + 1/8, so the defect is exactly 1/8."""
+    inst = Instance(TabularAR.context_free(["3/4", "1/4"], depth=1), TabularAR.context_free(["1/2", "1/2"], depth=0), 1)
+    assert resolve_rule(max_ratio_sd)[0].drafts == "one"
+    res = simulate_exact(inst, max_ratio_sd, 2)
+    assert res.validity_defect == Fraction(1, 8) and res.expected_accepted == Fraction(7, 8)
+    assert simulate_exact(inst, max_ratio_sd, 1).validity_defect == 0
+
+
 # ---------------------------------------------------------------------------- Verifier classes
 def test_a_user_class_declaring_draft_tree_takes_the_structured_path_with_rrs_s_exact_law() -> None:
     inst = random_instance(3, 3, 7)
@@ -247,3 +268,18 @@ def test_a_registered_user_class_is_accepted_by_name(monkeypatch: Any) -> None:
     assert registry.check_method("tree_rule") == "tree_rule"
     inst = random_instance(3, 2, 3)
     assert simulate_method(inst, "tree_rule", 2).output_law == simulate_method(inst, "rrs", 2).output_law
+
+
+def test_a_wrong_signature_and_a_raising_rule_are_one_line() -> None:
+    def two_args(a: Any, b: Any) -> list[int]:
+        return [0]
+
+    expected = r"a function rule takes \(drafts, draft_probs, target_probs, rng\); its signature is \(a"
+    with pytest.raises(ValueError, match=expected):
+        simulate_method(default_instance(), two_args, 1)
+
+    def raises(drafts: Any, q: Any, p: Any, rng: Any) -> list[int]:
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuleRaisedError, match=r"^rule .*raises raised RuntimeError: boom$"):
+        simulate_method(default_instance(), raises, 1)

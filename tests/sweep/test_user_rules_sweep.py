@@ -267,3 +267,14 @@ def test_a_real_sweep_runs_user_rules_in_ray_workers(local_ray, tmp_path, monkey
     data = json.loads(capsys.readouterr().out)
     assert data["rules"]["my_rules:RuleB"]["credited"] is True
     assert [c["best"]["contested"] for c in data["cells"]] == [2, 2]
+
+
+def test_the_cli_notes_the_methods_run_at_k_1_only(capsys):
+    from spectr_gbv.cli.sweep import _note_single_draft
+
+    grid = grid_from_args(random=["2,2,0-1"], methods="sd,mdbv,ar", ks="2,3", measures="tau")
+    _note_single_draft(grid, quiet=False)
+    err = capsys.readouterr().err
+    assert err.startswith("spectr-gbv sweep: note: sd, ar: run at K = 1 only (a rule that reads draft 0 only")
+    _note_single_draft(grid, quiet=True)
+    assert capsys.readouterr().err == ""
