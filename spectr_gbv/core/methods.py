@@ -253,8 +253,30 @@ def method_spec(name: str) -> MethodSpec:
         raise TypeError(f"method must be a method name (a str), got {type(name).__name__} {name!r:.60}")
     spec = _BY_NAME.get(name)
     if spec is None:
-        raise ValueError(f"unknown method {name!r}; valid: {', '.join(METHOD_NAMES)}")
+        raise ValueError(f"unknown method {name!r}{method_hint(name)}; valid: {', '.join(METHOD_NAMES)}")
     return spec
+
+
+#: Names people type for the paper's rule, which the table lists under two names.
+PAPER_NAMES: frozenset[str] = frozenset({"spectr_gbv", "spectrgbv", "gbv", "spectr_gbv_lossless"})
+
+
+def method_hint(name: object) -> str:
+    """A hint to append to an unknown-method message, or "" (the paper's name -> ``mdbv`` / ``spectr_gbv_released``).
+
+    Examples
+    --------
+    >>> method_hint("SpecTr-GBV").startswith(" (the paper's SpecTr-GBV rule is 'mdbv'")
+    True
+    >>> method_hint("nope")
+    ''
+    """
+    if isinstance(name, str) and name.strip().lower().replace("-", "_") in PAPER_NAMES:
+        return (
+            " (the paper's SpecTr-GBV rule is 'mdbv', this package's lossless reading of it, or "
+            "'spectr_gbv_released', as its authors released it: lossy)"
+        )
+    return ""
 
 
 def is_registered(name: object) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 
-from spectr_gbv.core.methods import METHOD_NAMES, METHOD_TABLE
+from spectr_gbv.core.methods import METHOD_NAMES, METHOD_TABLE, method_hint
 from spectr_gbv.reference.base import Verifier
 
 #: Every stable method name, in report order: the names of
@@ -81,7 +81,8 @@ def check_method(name: str) -> str:
     _check_name(name)
     if name not in STABLE_METHOD_NAMES and name not in _REGISTRY:
         valid = ", ".join(STABLE_METHOD_NAMES + tuple(m for m in METHODS if m not in STABLE_METHOD_NAMES))
-        raise ValueError(f"unknown method {name!r}; valid: {valid}, or 'module:attribute' naming your own rule")
+        own = "or 'module:attribute' naming your own rule"
+        raise ValueError(f"unknown method {name!r}{method_hint(name)}; valid: {valid}, {own}")
     return name
 
 
@@ -113,7 +114,7 @@ def get_verifier(name: str) -> Verifier:
         valid = ", ".join(METHODS)
         if name in STABLE_METHOD_NAMES:
             raise ValueError(f"method {name!r} is reserved but not registered; valid: {valid}")
-        raise ValueError(f"unknown method {name!r}; valid: {valid}")
+        raise ValueError(f"unknown method {name!r}{method_hint(name)}; valid: {valid}")
     return cls()
 
 

@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from spectr_gbv.core.methods import is_registered, method_spec
+from spectr_gbv.core.methods import is_registered, method_hint, method_spec
 from spectr_gbv.core.numbers import Scalar
 from spectr_gbv.reference.base import Verifier, VerifyInput
 from spectr_gbv.reference.choosers import Chooser, Emission
@@ -539,7 +539,8 @@ def resolve_rule(method: Any) -> tuple[RuleInfo, Verifier | None]:
             return _info(v, method, "registered"), None
         if ":" not in method:
             valid = ", ".join(available_methods() + ("greedy_bv", "lp_oracle"))
-            raise ValueError(f"unknown method {method!r}; valid: {valid}, or 'module:attribute' naming your own rule")
+            own = "or 'module:attribute' naming your own rule"
+            raise ValueError(f"unknown method {method!r}{method_hint(method)}; valid: {valid}, {own}")
         obj, name = load_rule(method), method
     elif isinstance(method, Verifier | type) or callable(method):
         obj, name = method, rule_label(method)

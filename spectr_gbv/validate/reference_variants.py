@@ -16,6 +16,7 @@ no variants.
 
 from __future__ import annotations
 
+from spectr_gbv.core.methods import method_hint
 from spectr_gbv.reference.base import Verifier
 from spectr_gbv.reference.registry import available_methods, get_verifier
 from spectr_gbv.reference.user_rules import resolve_rule
@@ -127,7 +128,7 @@ def parse_reference(spec: str) -> tuple[str, str | None]:
     try:
         known = variants(name)
     except ValueError:
-        raise ValueError(f"reference: unknown method {name!r}; {_valid_text()}") from None
+        raise ValueError(f"reference: unknown method {name!r}{method_hint(name)}; {_valid_text()}") from None
     if not sep:
         return name, next(iter(known), None)
     if variant not in known:

@@ -283,3 +283,15 @@ def test_a_wrong_signature_and_a_raising_rule_are_one_line() -> None:
 
     with pytest.raises(RuleRaisedError, match=r"^rule .*raises raised RuntimeError: boom$"):
         simulate_method(default_instance(), raises, 1)
+
+
+@pytest.mark.parametrize("name", ["spectr_gbv", "SpecTr-GBV", "gbv"])
+def test_the_paper_s_name_gets_a_hint_to_its_two_readings(name: str) -> None:
+    from spectr_gbv.reference.registry import check_method
+
+    hint = r"\(the paper's SpecTr-GBV rule is 'mdbv', this package's lossless reading of it, or 'spectr_gbv_released'"
+    for call in (lambda: simulate_method(default_instance(), name, 2), lambda: check_method(name)):
+        with pytest.raises(ValueError, match=rf"^unknown method '{name}' {hint}"):
+            call()
+    with pytest.raises(ValueError, match=r"^unknown method 'nope'; valid"):
+        check_method("nope")

@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from spectr_gbv.core.methods import is_registered, method_spec, methods_where
+from spectr_gbv.core.methods import is_registered, method_hint, method_spec, methods_where
 from spectr_gbv.gpu.decoding.cache import RowCache, model_vocab_size
 from spectr_gbv.gpu.decoding.draft_sources import DraftSource, HFDraftSource
 from spectr_gbv.gpu.decoding.guards import SlowMethodWarning, check_proposal, eval_mode, slow_method_note
@@ -99,7 +99,7 @@ def _user_rule(method: Any) -> KernelRule:
     from spectr_gbv.reference.registry import available_methods
 
     if isinstance(method, str) and ":" not in method and (is_registered(method) or method not in available_methods()):
-        why = " (registered without a torch kernel)" if is_registered(method) else ""
+        why = " (registered without a torch kernel)" if is_registered(method) else method_hint(method)
         raise ValueError(
             f"unknown method {method!r}{why}; valid: {', '.join(LOSSLESS_METHODS + LOSSY_METHODS)}, "
             "or 'module:attribute' naming your own rule"

@@ -51,7 +51,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from spectr_gbv.core.methods import is_registered, method_spec, methods_where
+from spectr_gbv.core.methods import is_registered, method_hint, method_spec, methods_where
 from spectr_gbv.gpu.kernels.common import KernelInputs, UniformSource, VerifyOutput
 from spectr_gbv.reference.base import Verifier
 from spectr_gbv.reference.user_rules import as_verifier, load_rule, rule_label
@@ -168,7 +168,7 @@ def _unknown(method: str) -> ValueError:
             "or 'module:attribute' naming your own rule"
         )
     return ValueError(
-        f"method: unknown kernel method {method!r}; valid: {', '.join(kernel_methods())}, "
+        f"method: unknown kernel method {method!r}{method_hint(method)}; valid: {', '.join(kernel_methods())}, "
         "or 'module:attribute' naming your own rule"
     )
 
