@@ -7,8 +7,8 @@ closed-form tau laws, the decoder, the benchmark and the CLI. Adding a registere
 one :class:`MethodSpec` entry here plus its code (a reference class, and optionally a torch
 kernel and a closed-form law); nothing else lists method names.
 
-Implementations are named by import path (``"module:attribute"``) so that this module stays
-free of imports: the layer that needs an implementation imports it.
+Implementations are named by import path (``"module:attribute"``) so that this module imports
+none of them: the layer that needs an implementation imports it with :func:`import_path`.
 
 How many drafts a method reads (``drafts``), decided once for every layer
 (:meth:`MethodSpec.grid_shape`):
@@ -31,8 +31,9 @@ and algorithm.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 DraftArity = Literal["none", "one", "many"]
 
@@ -93,13 +94,22 @@ class MethodSpec:
     def grid_shape(self, num_drafts: int, draft_length: int) -> tuple[int, int]:
         """(K, L) at which a grid runs this method when asked for (``num_drafts``, ``draft_length``).
 
-        ``"none"``: (1, 0); ``"one"``: (1, L); ``"many"``: (K, L).
+        ``"none"``: (1, 0); ``"one"``: (1, L); ``"many"``: (K, L) (:func:`grid_shape`).
         """
-        if self.drafts == "none":
-            return 1, 0
-        if self.drafts == "one":
-            return 1, draft_length
-        return num_drafts, draft_length
+        return grid_shape(self.drafts, num_drafts, draft_length)
+
+
+def grid_shape(drafts: DraftArity, num_drafts: int, draft_length: int) -> tuple[int, int]:
+    """(K, L) at which a grid runs a method reading ``drafts`` when asked for (``num_drafts``, ``draft_length``).
+
+    The one rule for single-draft methods and ``ar`` (module docstring), also for a user's rule
+    that declares its ``drafts``: ``"none"``: (1, 0); ``"one"``: (1, L); ``"many"``: (K, L).
+    """
+    if drafts == "none":
+        return 1, 0
+    if drafts == "one":
+        return 1, draft_length
+    return num_drafts, draft_length
 
 
 _REF = "spectr_gbv.reference"
@@ -308,6 +318,18 @@ def methods_where(
         )
 
     return tuple(m.name for m in METHOD_TABLE if keep(m))
+
+
+def import_path(path: str) -> Any:
+    """The object a table entry names by ``"module:attribute"`` (its ``reference`` or ``kernel`` field).
+
+    Raises
+    ------
+    ImportError, AttributeError
+        An entry naming a module or attribute that does not exist (a packaging fault).
+    """
+    module, _, attr = path.partition(":")
+    return getattr(importlib.import_module(module), attr)
 
 
 def class_facts(name: str) -> tuple[bool, str | None, str]:

@@ -8,9 +8,7 @@ that must see later registrations should read ``registry.METHODS`` or call
 
 from __future__ import annotations
 
-import importlib
-
-from spectr_gbv.core.methods import METHOD_NAMES, METHOD_TABLE, method_hint
+from spectr_gbv.core.methods import METHOD_NAMES, METHOD_TABLE, import_path, method_hint
 from spectr_gbv.reference.base import Verifier
 
 #: Every stable method name, in report order: the names of
@@ -118,12 +116,7 @@ def get_verifier(name: str) -> Verifier:
     return cls()
 
 
-def _load(path: str) -> type[Verifier]:
-    module, attr = path.split(":")
-    return getattr(importlib.import_module(module), attr)  # type: ignore[no-any-return]
-
-
 for _spec in METHOD_TABLE:
     if _spec.reference is not None and not _spec.needs_instance:
-        register(_load(_spec.reference))
+        register(import_path(_spec.reference))
 del _spec

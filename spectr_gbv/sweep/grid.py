@@ -38,12 +38,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_args
 
-from spectr_gbv.core.methods import DraftArity, MethodSpec, is_registered, method_spec
+from spectr_gbv.core.methods import DraftArity, grid_shape, is_registered, method_spec
 from spectr_gbv.sweep.schema import KEY, MEASURES
 
 #: Methods of a grid that names none: the grid's choice, each a name of the method table.
 DEFAULT_METHODS: tuple[str, ...] = tuple(method_spec(m).name for m in ("sd", "bv", "mdbv"))
-#: Values a user's rule may declare as its ``drafts`` attribute (as :class:`MethodSpec`'s).
+#: Values a user's rule may declare as its ``drafts`` attribute (as :class:`~spectr_gbv.core.methods.MethodSpec`'s).
 DRAFT_ARITIES: tuple[str, ...] = get_args(DraftArity)
 #: K values of a grid that names none.
 DEFAULT_KS: tuple[int, ...] = (1, 2)
@@ -274,21 +274,16 @@ class Task:
         ``drafts``.
         """
         arity = self.drafts[self.methods.index(method)] if self.drafts else "many"
-        return _grid_ks(method, arity, self.ks)
+        return _grid_ks(arity, self.ks)
 
     def keys(self) -> set[tuple[str, str, int]]:
         """The :data:`~spectr_gbv.sweep.schema.KEY` of every row this task produces."""
         return {(self.instance_id, m, k) for m in self.methods for k in self.method_ks(m)}
 
 
-def _grid_ks(name: str, arity: str, ks: tuple[int, ...]) -> tuple[int, ...]:
-    """The distinct K of ``grid_shape(k, L)`` over the grid's ``ks``, in order.
-
-    A table name reads its own entry; a user's rule a stand-in entry with its declared arity,
-    so that the rule lives in :meth:`~spectr_gbv.core.methods.MethodSpec.grid_shape` only.
-    """
-    spec = method_spec(name) if is_registered(name) else MethodSpec(name, False, arity, "")  # type: ignore[arg-type]
-    return tuple(dict.fromkeys(spec.grid_shape(k, 1)[0] for k in ks))
+def _grid_ks(arity: str, ks: tuple[int, ...]) -> tuple[int, ...]:
+    """The distinct K of :func:`~spectr_gbv.core.methods.grid_shape` over the grid's ``ks``, in order."""
+    return tuple(dict.fromkeys(grid_shape(arity, k, 1)[0] for k in ks))  # type: ignore[arg-type]
 
 
 def method_drafts(name: str) -> DraftArity:
@@ -433,7 +428,7 @@ class SweepGrid:
 
     def method_ks(self, method: str) -> tuple[int, ...]:
         """The K values ``method`` runs at (K = 1 only for a single-draft method or ``ar``)."""
-        return _grid_ks(method, self._drafts[method], self.ks)
+        return _grid_ks(self._drafts[method], self.ks)
 
     def num_rows(self) -> int:
         """Rows of the complete sweep (tasks x the (method, K) pairs each method runs at)."""

@@ -42,7 +42,6 @@ THEORY.md section 2 (a verifier is a Markov kernel from the drafts to outputs);
 
 from __future__ import annotations
 
-import importlib
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -51,7 +50,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from spectr_gbv.core.methods import is_registered, method_hint, method_spec, methods_where
+from spectr_gbv.core.methods import import_path, is_registered, method_hint, method_spec, methods_where
 from spectr_gbv.gpu.kernels.common import KernelInputs, UniformSource, VerifyOutput
 from spectr_gbv.reference.base import Verifier
 from spectr_gbv.reference.user_rules import as_verifier, load_rule, rule_label
@@ -156,8 +155,7 @@ def import_kernel(path: str) -> KernelFn:
     ImportError, AttributeError
         A table entry naming a module or function that does not exist (a packaging fault).
     """
-    module, _, attr = path.partition(":")
-    return getattr(importlib.import_module(module), attr)
+    return import_path(path)  # type: ignore[no-any-return]
 
 
 def _unknown(method: str) -> ValueError:
