@@ -12,7 +12,6 @@ from spectr_gbv.cli.common import (
     exact_output,
     parse_ks,
     print_json,
-    render_table,
     resolve_instance,
 )
 
@@ -20,74 +19,11 @@ if TYPE_CHECKING:
     from spectr_gbv.simulate.report import Report
 
 
-def render(rep: Report) -> str:
-    """The human-readable report."""
-    from spectr_gbv.core.numbers import display_value
-    from spectr_gbv.simulate.report import is_lossy_method
+def render(rep: Report, *, detail: bool = False) -> str:
+    """The human-readable report, every line at most 100 columns (:mod:`spectr_gbv.cli.report_text`)."""
+    from spectr_gbv.cli.report_text import render as render_text
 
-    inst = rep.instance
-    out = [f"Instance: {inst.name}  (n={inst.n}, L={inst.L}, {'exact' if inst.exact else 'float64'})", ""]
-    out.append(
-        "One iteration, exact: expected accepted tokens E[tau] and validity defect (0 = lossless; * = lossy on purpose)"
-    )
-    headers = ["method"]
-    for k in rep.ks:
-        headers += [f"E[tau] K={k}", f"defect K={k}"]
-    methods = list(dict.fromkeys(m for m, _ in rep.results))
-    rows = []
-    for m in methods:
-        row = [m + (" *" if is_lossy_method(m) else "")]
-        for k in rep.ks:
-            r = rep.results[(m, k)]
-            row += [display_value(r.expected_accepted), display_value(r.validity_defect)]
-        rows.append(row)
-    for label, attr in (
-        ("B (CIC bound)", "cic_bound"),
-        ("B_BV (lossless analogue)", "cic_bound_lossless"),
-        ("OPT (LP, stateless)", "opt"),
-        ("OT (LP, coupling)", "ot"),
-    ):
-        row = [label]
-        for b in rep.bounds:
-            row += [display_value(getattr(b, attr)), ""]
-        rows.append(row)
-    out.append(render_table(headers, rows))
-    out.append(
-        "greedy_bv is stateful (carries a target-law correction; its defect is the stateful one) "
-        "and reads only the first draft, like sd and bv."
-    )
-    rounding = sorted({(m, r.tolerance) for (m, _), r in rep.results.items() if r.within_kernel_tolerance})
-    for m, tol in rounding:
-        out.append(
-            f"{m}: its kernel comes from a float64 LP; its nonzero defect (<= {tol:g}) is LP rounding, "
-            "lossless within that tolerance."
-        )
-    for title, claims in (
-        ("Claims ledger (SpecTr-GBV, Lin et al. 2026, arXiv 2604.25925), verdicts computed now:", rep.claims),
-        ("Field ledger (the literature's verifiers and claims), verdicts computed now:", rep.field_claims),
-    ):
-        if not claims:
-            continue
-        out += ["", title]
-        for i, c in enumerate(claims, 1):
-            out.append(f"{i}. [{c.verdict.upper()}] {c.key}: {c.statement}")
-            out += [f"     - {e}" for e in c.evidence]
-    if rep.multi:
-        out += [
-            "",
-            f"Multi-iteration, exact: generating N = {rep.horizon} tokens (Markov reading of the tables beyond "
-            "their depth; single-draft methods at K = 1, multi-draft ones at the largest K)",
-        ]
-        headers = ["method", "K", "E[target calls]", "BE = N/E[calls]"] + [
-            f"E[tokens] m={m}" for m in range(1, min(rep.horizon, 4) + 1)
-        ]
-        rows = [
-            [m.method, str(m.K), display_value(m.expected_calls), display_value(m.block_efficiency)]
-            + [display_value(t) for t in m.expected_tokens[:4]]
-            for m in rep.multi
-        ]
-        out.append(render_table(headers, rows))
-    return "\n".join(out)
+    return render_text(rep, detail=detail)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -111,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             print_json(rep.to_json())
         else:
-            print(render(rep))
+            print(render(rep, detail=args.detail))
             print(f"\n(computed in {time.perf_counter() - t0:.1f} s)")
     return 0
 
@@ -123,7 +59,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="the main job: every method's exact E[tau] and validity defect, the bounds, the claims ledger",
         description="Exact table of methods x K with the bounds B, B_BV, OPT, OT beside them, then the "
         "claims ledger of the SpecTr-GBV paper and the field ledger with verdicts computed live, then the "
-        "multi-iteration block efficiency of stateful vs stateless verification.",
+        "multi-iteration block efficiency of stateful vs stateless verification, then a summary: the best "
+        "lossless verifier per K and its distance to OPT(K). At most 100 columns; --detail prints everything.",
     )
     add_instance_args(p)
     p.add_argument("--K", default="1,2,3", help="numbers of drafts (default 1,2,3)")
@@ -138,6 +75,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         choices=("spectr_gbv", "field", "all"),
         default="all",
         help="claims ledgers to print: the SpecTr-GBV paper's, the field's, or both (default all)",
+    )
+    p.add_argument(
+        "--detail",
+        action="store_true",
+        help="print every detail: exact fractions, every evidence line, the E[tokens] columns",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--quiet", action="store_true", help="no progress bars on stderr (also: SPECTR_GBV_QUIET=1)")

@@ -39,6 +39,8 @@ DraftArity = Literal["none", "one", "many"]
 
 #: The reading shapes of :mod:`spectr_gbv.reference.structure` a method may declare.
 STRUCTURES: tuple[str, ...] = ("selected_draft", "draft_scan", "draft_tree")
+#: Longest ``MethodSpec.summary`` (the report's legend column then fits five K columns in 100).
+SUMMARY_MAX_LEN = 27
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,10 @@ class MethodSpec:
     bench_default : bool
         Run by the benchmark presets; the other kernel methods are opt-in there (the field's
         node rules are slow on a 50k vocabulary).
+    summary : str
+        What the rule is, with its year, in one short phrase (at most
+        :data:`~spectr_gbv.core.methods.SUMMARY_MAX_LEN` characters): the legend of
+        ``spectr-gbv report``. ``citation`` and docs/verifiers.md have the rest.
     """
 
     name: str
@@ -90,6 +96,7 @@ class MethodSpec:
     kernel: str | None = None
     tau_law: bool = False
     bench_default: bool = False
+    summary: str = ""
 
     def grid_shape(self, num_drafts: int, draft_length: int) -> tuple[int, int]:
         """(K, L) at which a grid runs this method when asked for (``num_drafts``, ``draft_length``).
@@ -122,30 +129,35 @@ METHOD_TABLE: tuple[MethodSpec, ...] = (
         "plain autoregressive sampling from the target p (THEORY.md section 6)",
         reference=f"{_REF}.ar:AutoregressiveVerifier", structure="selected_draft",
         kernel=f"{_KER}.ar:verify_ar", bench_default=True,
+        summary="the target alone, no drafts",
     ),
     MethodSpec(
         "sd", True, "one",
         "Leviathan et al. 2023 (arXiv 2211.17192), Algorithm 1; THEORY.md section 3",
         reference=f"{_REF}.sd:SpeculativeDecodingVerifier", structure="selected_draft",
         kernel=f"{_KER}.sd:verify_sd", tau_law=True, bench_default=True,
+        summary="speculative decoding, 2023",
     ),
     MethodSpec(
         "bv", True, "one",
         "Sun et al. 2024 (arXiv 2403.10444), Algorithm 2; THEORY.md section 3",
         reference=f"{_REF}.bv:BlockVerifier", structure="selected_draft",
         kernel=f"{_KER}.bv:verify_bv", tau_law=True, bench_default=True,
+        summary="block verification, 2024",
     ),
     MethodSpec(
         "greedy_bv", True, "one",
         "Sun et al. 2024 (arXiv 2403.10444), appendix: greedy block verification (the GBV of "
         "SpecTr-GBV) with a carried target-law correction; THEORY.md sections 2-3",
         stateful=True,
+        summary="greedy BV, stateful, 2024",
     ),
     MethodSpec(
         "spectr", True, "many",
         "Sun et al. 2023 (arXiv 2310.15141), K-SEQ on the draft tree; THEORY.md section 6",
         reference=f"{_REF}.spectr:SpecTrVerifier", structure="draft_tree",
         kernel=f"{_KER}.spectr:verify_spectr", bench_default=True,
+        summary="SpecTr's K-SEQ, 2023",
     ),
     MethodSpec(
         "rrs", True, "many",
@@ -153,6 +165,7 @@ METHOD_TABLE: tuple[MethodSpec, ...] = (
         "draft tree; THEORY.md section 6",
         reference=f"{_REF}.rrs:RecursiveRejectionVerifier", structure="draft_tree",
         kernel=f"{_KER}.rrs:verify_rrs", bench_default=True,
+        summary="SpecInfer's RRS, 2024",
     ),
     MethodSpec(
         "gbv_multipath", True, "many",
@@ -161,6 +174,7 @@ METHOD_TABLE: tuple[MethodSpec, ...] = (
         reference=f"{_REF}.gbv_multipath:MultiPathGreedyVerifier", structure="selected_draft",
         kernel=f"{_KER}.gbv_multipath:verify_gbv_multipath", tau_law=True,
         bench_default=True,
+        summary="multi-path greedy BV, 2026",
     ),
     MethodSpec(
         "mdbv", True, "many",
@@ -168,11 +182,13 @@ METHOD_TABLE: tuple[MethodSpec, ...] = (
         "Steps 1-3, built on Sun et al. 2024 (arXiv 2403.10444) Algorithm 2; THEORY.md section 6",
         reference=f"{_REF}.mdbv:MultiDraftBlockVerifier", structure="draft_scan",
         kernel=f"{_KER}.mdbv:verify_mdbv", tau_law=True, bench_default=True,
+        summary="lossless SpecTr-GBV, 2026",
     ),
     MethodSpec(
         "lp_oracle", True, "many",
         "OPT(K) linear program kernel (Hu et al. 2025, arXiv 2502.18779; THEORY.md section 5)",
         reference=f"{_REF}.lp_oracle:LPOracleVerifier", needs_instance=True,
+        summary="solves OPT(K)'s LP, 2025",
     ),
     MethodSpec(
         "spectr_gbv_released", False, "many",
@@ -180,18 +196,21 @@ METHOD_TABLE: tuple[MethodSpec, ...] = (
         "src/engine.py @ e399f44; THEORY.md section 6a",
         reference=f"{_REF}.spectr_gbv_released:ReleasedSpecTrGBVVerifier",
         kernel=f"{_KER}.released:verify_spectr_gbv_released",
+        summary="released SpecTr-GBV, 2026",
     ),
     MethodSpec(
         "independent_bv", False, "many",
         "LOSSY baseline: Sun et al. 2024 (arXiv 2403.10444) Algorithm 2 on each draft, longest "
         "kept (first draft on ties); THEORY.md section 6 (b)",
         reference=f"{_REF}.independent_bv:IndependentBlockVerifier",
+        summary="BV per draft, longest kept",
     ),
     MethodSpec(
         "traversal", True, "many",
         "Weng et al. 2025 (Traversal Verification, NeurIPS 2025, arXiv 2505.12398), Algorithm 1 "
         "on the trie of the drafts, q(.|u) as the draft law of every node",
         reference=f"{_REF}.traversal:TraversalVerifier", kernel=f"{_KER}.traversal:verify_traversal",
+        summary="trie traversal, 2025",
     ),
     MethodSpec(
         "khisti_is", True, "many",
@@ -199,18 +218,21 @@ METHOD_TABLE: tuple[MethodSpec, ...] = (
         "sampling selection (s = 5, pairwise tournament for K > 2) then speculative sampling, per "
         "node of the draft tree",
         reference=f"{_REF}.khisti_is:ImportanceSamplingVerifier", structure="draft_tree",
+        summary="importance sampling, 2025",
     ),
     MethodSpec(
         "rrs_random", True, "many",
         "Miao et al. 2024 (SpecInfer, arXiv 2305.09781), multi-step speculative sampling with the "
         "drafts through each node tried in uniformly random order; THEORY.md section 6",
         reference=f"{_REF}.rrs_random:RandomOrderRecursiveRejectionVerifier", structure="draft_tree",
+        summary="RRS in random order, 2024",
     ),
     MethodSpec(
         "hsd", True, "one",
         "Zhou et al. 2026 (arXiv 2601.05724), Algorithm 2 with Definitions 4-6 and Eqs. (19)-(20); "
         "equal in law to BV (Sun et al. 2024, arXiv 2403.10444); THEORY.md section 3",
         reference=f"{_REF}.hsd:HierarchicalVerifier", structure="selected_draft",
+        summary="hierarchical SD, 2026",
     ),
     MethodSpec(
         "hsd_released", False, "one",
@@ -218,11 +240,13 @@ METHOD_TABLE: tuple[MethodSpec, ...] = (
         "ZhouYuxuanYX/Hierarchical-Speculative-Decoding transformers/generation/utils.py @ 3b1ae00 "
         "(uncapped whole-draft ratio)",
         reference=f"{_REF}.hsd:ReleasedHierarchicalVerifier", structure="selected_draft",
+        summary="HSD as released, 2026",
     ),
     MethodSpec(
         "hsd_multidraft", True, "many",
         "Zhou et al. 2026 (arXiv 2601.05724), Algorithm 3; equal in law to MDBV (THEORY.md section 6)",
         reference=f"{_REF}.hsd:MultiDraftHierarchicalVerifier", structure="draft_scan",
+        summary="multi-draft HSD, 2026",
     ),
     MethodSpec(
         "optimal_multidraft", True, "many",
@@ -231,6 +255,7 @@ METHOD_TABLE: tuple[MethodSpec, ...] = (
         "exact polymatroid construction of this project",
         reference=f"{_REF}.optimal_multidraft:OptimalMultiDraftVerifier", structure="draft_tree",
         kernel=f"{_KER}.optimal_multidraft:verify_optimal_multidraft",
+        summary="L=1 optimum per node, 2025",
     ),
     MethodSpec(
         "near_opt_bv", True, "many",
@@ -240,6 +265,7 @@ METHOD_TABLE: tuple[MethodSpec, ...] = (
         "verification with its law (Sun et al. 2024, arXiv 2403.10444, Algorithm 2)",
         reference=f"{_REF}.near_opt_bv:NearOptBlockVerifier", structure="selected_draft",
         kernel=f"{_KER}.near_opt_bv:verify_near_opt_bv", tau_law=True,
+        summary="select a draft, then BV",
     ),
 )  # fmt: skip
 

@@ -9,7 +9,7 @@ Four subpackages, each one idea; imports go one way, kernels <- decoding <- mode
 * :mod:`spectr_gbv.gpu.bench` - ``spectr-gbv bench``: grid, runner, results, output, peer,
   predictions and the real-model law test.
 
-The flat modules of before issue 15 (``spectr_gbv.gpu.decoder``, ``spectr_gbv.gpu.benchmark``,
+The flat modules of earlier releases (``spectr_gbv.gpu.decoder``, ``spectr_gbv.gpu.benchmark``,
 ...) are gone; CHANGELOG.md lists each old path with its new module.
 
 Public API (every name is imported lazily, on first access: ``import spectr_gbv.gpu`` needs

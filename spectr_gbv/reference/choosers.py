@@ -135,6 +135,9 @@ def check_weights(weights: Sequence[Scalar] | np.ndarray, exact: bool) -> list[S
     ValueError
         Empty, NaN/inf, negative entry, or all zero.
     """
+    if not exact and isinstance(weights, np.ndarray) and weights.ndim == 1 and weights.dtype == np.float64:
+        _check_float_weights(weights)  # the same checks and messages, vectorised (wide vocabularies)
+        return weights.tolist()
     out = list(weights)
     if not out:
         raise ValueError("categorical: weights are empty")
@@ -146,6 +149,34 @@ def check_weights(weights: Sequence[Scalar] | np.ndarray, exact: bool) -> list[S
     if not any(w > 0 for w in out):
         raise ValueError(f"categorical: all {len(out)} weights are zero (no law to sample)")
     return out
+
+
+def _check_float_weights(weights: np.ndarray) -> None:
+    """:func:`check_weights` on a 1-D float64 array, vectorised: the first offending entry is named."""
+    if weights.size == 0:
+        raise ValueError("categorical: weights are empty")
+    bad = np.flatnonzero(~np.isfinite(weights))
+    if bad.size:
+        raise ValueError(f"categorical: weight {int(bad[0])} is {weights[bad[0]]!r}, not finite")
+    neg = np.flatnonzero(weights < 0)
+    if neg.size:
+        raise ValueError(f"categorical: weight {int(neg[0])} is negative ({weights[neg[0]]!r})")
+    if not np.any(weights > 0):
+        raise ValueError(f"categorical: all {weights.size} weights are zero (no law to sample)")
+
+
+def _float_categorical(weights: np.ndarray, u: float) -> int:
+    """The index :meth:`SamplingChooser.categorical` draws for float64 ``weights`` and uniform ``u``.
+
+    Bit-identical to the sequential loop: ``numpy.cumsum`` accumulates in order (as ``acc += w``
+    does; zero weights leave the sum unchanged), the total is ``math.fsum``'s correctly rounded
+    sum, and the first index whose running sum exceeds ``u * total`` is drawn (the last positive
+    weight when float rounding leaves ``u * total`` at or above every running sum).
+    """
+    total = math.fsum(weights.tolist())
+    acc = np.cumsum(weights)
+    i = int(np.searchsorted(acc, u * total, side="right"))
+    return i if i < weights.size else int(np.flatnonzero(weights > 0)[-1])
 
 
 def _total(values: Sequence[Scalar], exact: bool) -> Scalar:
@@ -176,6 +207,9 @@ class SamplingChooser:
 
     def categorical(self, weights: Sequence[Scalar] | np.ndarray) -> int:
         """Index drawn with probability proportional to ``weights`` (zero weights never)."""
+        if not self.exact and isinstance(weights, np.ndarray) and weights.ndim == 1 and weights.dtype == np.float64:
+            _check_float_weights(weights)
+            return _float_categorical(weights, self.rng.random())
         ws = check_weights(weights, self.exact)
         u = self.rng.random()
         total = _total(ws, self.exact)

@@ -350,7 +350,7 @@ def hedged_base(t: Sequence[Fraction], q: Sequence[Fraction], counts: Coverage) 
 
     References
     ----------
-    This project (issue 18; docs/near_opt_bv.md, "The hedged split"); Fujishige, Math. Oper.
+    This project (docs/near_opt_bv.md, "The hedged split"); Fujishige, Math. Oper.
     Res. 5 (1980), for the base it starts from.
     """
     d = list(lexicographic_base(t, q, counts))
@@ -395,7 +395,7 @@ def neutral_base(t: Sequence[Fraction], q: Sequence[Fraction], counts: Coverage)
 
     References
     ----------
-    This project (issue 18; docs/near_opt_bv.md, "Candidates tried", C6a: a negative result).
+    This project (docs/near_opt_bv.md, "Candidates tried", C6a: a negative result).
     """
     d = list(hedged_base(t, q, counts))
     over = sorted((y for y in range(len(q)) if q[y] > 0 and not 0 < d[y] < t[y]), key=lambda y: (-(t[y] / q[y]), y))

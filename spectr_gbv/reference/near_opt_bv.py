@@ -1,6 +1,6 @@
 r"""``near_opt_bv``: select one draft with BV-weighted optimal node rules, then block-verify it.
 
-A lossless multi-draft block verifier (issue 18; the proof and the measurements are in
+A lossless multi-draft block verifier (this project; the proof and the measurements are in
 ``docs/near_opt_bv.md``). Any rule that selects one of the K i.i.d. drafts gives the selected
 block X a law r, and block verification of X against p with draft law r is lossless (BV is
 lossless for any draft law that X is distributed as; Sun et al. 2024, Algorithm 2). The best

@@ -25,7 +25,7 @@ of its mixture, so laws along a path stay small.
 
 References
 ----------
-This project (issue 18, docs/near_opt_bv.md, "Score selection"); the selection of the largest
+This project (docs/near_opt_bv.md, "Score selection"); the selection of the largest
 of independent scores: the classical race construction of a selection rule with a prescribed law.
 """
 
@@ -266,7 +266,7 @@ def race_integral(density: ScoreLaw, cdfs: Sequence[ScoreLaw], power: int) -> Fr
 
     References
     ----------
-    This project, issue 34 (docs/near_opt_bv.md, "Second chances and the real pair").
+    This project (docs/near_opt_bv.md, "Second chances and the real pair").
     """
     points = sorted({p for law in (density, *cdfs) for lo, hi, _ in law for p in (lo, hi)})
     dens = _densities_on(density, points)

@@ -3,7 +3,7 @@ r"""``near_opt_bv`` with second chances: the score race's losers continue the ac
 :class:`~spectr_gbv.reference.near_opt_bv.NearOptBlockVerifier` (score selection) commits to
 the draft with the largest score and block-verifies it; when that draft stops early, the other
 drafts are never read. MDBV instead tries the drafts in turn, each continuing the accepted
-prefix against the last residual. This verifier does both (issue 34; docs/near_opt_bv.md,
+prefix against the last residual. This verifier does both (docs/near_opt_bv.md,
 "Second chances"):
 
 1. the race of :func:`~spectr_gbv.reference.near_opt_bv.score_tree`: draft k* with the largest

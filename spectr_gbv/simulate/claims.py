@@ -56,6 +56,11 @@ class Claim:
         Instance JSON (THEORY/README format) of a witness other than the report's instance.
     values : dict
         Machine-readable values (``"a/b"`` strings when exact, numbers otherwise).
+    short : str
+        The statement in a few words, for the report's default view (empty: the statement).
+    key_evidence : list of int
+        Indices into ``evidence`` of the lines the report's default view prints (at most two;
+        empty: the first line). ``spectr-gbv report --detail`` prints every line.
     """
 
     key: str
@@ -64,6 +69,20 @@ class Claim:
     evidence: list[str] = field(default_factory=list)
     witness: dict[str, Any] | None = None
     values: dict[str, Any] = field(default_factory=dict)
+    short: str = ""
+    key_evidence: list[int] = field(default_factory=list)
+
+    def add(self, line: str, *, key: bool = False) -> None:
+        """Append an evidence line; ``key=True`` also marks it for the report's default view."""
+        if key:
+            self.key_evidence.append(len(self.evidence))
+        self.evidence.append(line)
+
+    def key_lines(self) -> list[str]:
+        """The evidence lines of the default view: the marked ones, else the first (none if no evidence)."""
+        if self.key_evidence:
+            return [self.evidence[i] for i in self.key_evidence]
+        return self.evidence[:1]
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict."""
@@ -123,9 +142,9 @@ def claim_monotone(instance: Instance, ks: Sequence[int]) -> Claim:
     ok = proof.holds and rep.holds
     c = Claim("monotone_bound", "The CIC bound B(K) is non-decreasing in K.", HOLDS if ok else FAILS)
     c.evidence.append(f"sympy: {proof.statement} (residual {proof.residual})")
-    c.evidence.append("B(K) for K = " + ", ".join(f"{k}: {display_value(b)}" for k, b in zip(ks, seq, strict=True)))
+    c.add("B(K) for K = " + ", ".join(f"{k}: {display_value(b)}" for k, b in zip(ks, seq, strict=True)), key=True)
     if not rep.holds:
-        c.evidence.append(f"counterexample: {rep.counterexample}")
+        c.add(f"counterexample: {rep.counterexample}", key=True)
     c.values = {"symbolic_proof": proof.holds, "instance_check": rep.holds}
     return c
 
@@ -147,10 +166,8 @@ def claim_convergence(instance: Instance) -> Claim:
         witness, spec = found
         wl = bounds.cic_limit(witness.target, witness.draft, witness.L)
         c.verdict = CONDITIONAL
-        c.evidence.append(
-            f"witness {witness.name}: lim B(K) = {display_value(wl)} < L = {witness.L}: the limit is "
-            "sum_i P_(Y~p)(q(Y^i) > 0), which equals L iff q covers the support of p on V^L"
-        )
+        c.add(f"witness {witness.name}: lim B(K) = {display_value(wl)} < L = {witness.L}", key=True)
+        c.evidence.append("the limit is sum_i P_(Y~p)(q(Y^i) > 0), which equals L iff q covers the support of p on V^L")
         if witness is not instance:
             c.evidence.append(f"reproduce: spectr-gbv report --random {spec}")
             c.witness = witness.to_dict()
@@ -170,15 +187,20 @@ def claim_k1(instance: Instance) -> Claim:
         HOLDS if proof.holds and rep.holds else FAILS,
     )
     c.evidence.append(f"sympy: {proof.statement} (residual {proof.residual})")
-    c.evidence.append(f"B(1) = greedy value = {display_value(b1)}; OT(1) = {optimal_coupling(p, q, 1, L).value:.6f}")
+    c.add(
+        f"B(1) = greedy (stateful) BV's value = {display_value(b1)}; OT(1) = {optimal_coupling(p, q, 1, L).value:.6f}",
+        key=True,
+    )
     c.evidence.append(
         f"greedy BV with carried correction reaches E[tau] = {display_value(greedy.expected_accepted)} "
         f"(stateful defect {display_value(greedy.validity_defect)}; without the correction "
         f"{display_value(greedy.diagnostics['uncorrected_defect'])})"
     )
     if b1 > bv:
-        c.evidence.append(
-            f"but BV = OPT(1) = {display_value(bv)} < B(1): no stateless lossless single-draft verifier reaches B(1)"
+        c.add(
+            f"note: B(1) needs carried state; the best stateless lossless verifier reaches BV = OPT(1) = "
+            f"{display_value(bv)} < B(1)",
+            key=True,
         )
     c.values = {"B1": json_value(b1), "BV": json_value(bv), "checks": rep.holds}
     return c
@@ -209,7 +231,7 @@ def claim_attains(instance: Instance, rows: list[dict[str, Any]]) -> Claim:
     c = Claim("attains_bound", "The SpecTr-GBV verifier attains the bound B(K).", HOLDS)
     for r in rows:
         reach = r["released"] == r["B"]
-        c.evidence.append(
+        c.add(
             f"K={r['K']}: B = {display_value(r['B'])}; released rule E[tau] = {display_value(r['released'])}"
             f" ({'=' if reach else '!='} B); lossless reading MDBV = {display_value(r['mdbv'])}; "
             f"OPT = {r['opt']:.6f}"
@@ -218,6 +240,14 @@ def claim_attains(instance: Instance, rows: list[dict[str, Any]]) -> Claim:
             c.verdict = FAILS
         if r["opt"] < float(r["B"]) - LP_TOL:
             c.evidence.append(f"  K={r['K']}: OPT < B, so no stateless lossless verifier can attain B")
+    misses = [str(r["K"]) for r in rows if r["released"] != r["B"]]
+    c.evidence.insert(
+        0,
+        f"the released rule's E[tau] misses B(K) at K = {', '.join(misses)}"
+        if misses
+        else "the released rule's E[tau] equals B(K) at every K here",
+    )
+    c.key_evidence = [0]
     c.values = {str(r["K"]): {"B": json_value(r["B"]), "released": json_value(r["released"])} for r in rows}
     return c
 
@@ -226,7 +256,10 @@ def claim_lossless(instance: Instance, rows: list[dict[str, Any]]) -> Claim:
     """``lossless``: released rule's exact validity defect, plus an L = 1, K = 2 witness."""
     c = Claim("lossless", "The SpecTr-GBV verifier is lossless (its output follows the target law).", HOLDS)
     for r in rows:
-        c.evidence.append(f"K={r['K']}: released rule validity defect = {display_value(r['released_defect'])}")
+        c.add(
+            f"K={r['K']}: released rule validity defect = {display_value(r['released_defect'])}",
+            key=r["released_defect"] != 0 and c.verdict == HOLDS,  # the first lossy K
+        )
         if r["released_defect"] != 0:
             c.verdict = FAILS
 
@@ -237,8 +270,9 @@ def claim_lossless(instance: Instance, rows: list[dict[str, Any]]) -> Claim:
     if found is not None:
         witness, spec = found
         d = simulate_method(witness, "spectr_gbv_released", 2).validity_defect
+        key = c.verdict == HOLDS  # lossless on this instance: the witness is the key evidence
         c.verdict = FAILS
-        c.evidence.append(f"witness {witness.name} (L = 1, K = 2): validity defect = {display_value(d)}")
+        c.add(f"witness {witness.name} (L = 1, K = 2): validity defect = {display_value(d)}", key=key)
         c.evidence.append(f"reproduce: spectr-gbv report --random {spec} --K 2")
         c.witness = witness.to_dict()
     c.values = {str(r["K"]): json_value(r["released_defect"]) for r in rows}
@@ -250,12 +284,20 @@ def claim_optimal(instance: Instance, rows: list[dict[str, Any]]) -> Claim:
     c = Claim("optimal", "B(K) is the best expected acceptance length possible under i.i.d. drafts.", HOLDS)
     for r in rows:
         beats = r["opt"] > float(r["B"]) + LP_TOL
-        c.evidence.append(
+        c.add(
             f"K={r['K']}: B = {display_value(r['B'])}; OPT (best stateless lossless) = {r['opt']:.6f}; "
             f"OT (best coupling) = {r['ot']:.6f}" + ("  -> a lossless verifier beats B" if beats else "")
         )
         if beats or r["ot"] > float(r["B"]) + LP_TOL:
             c.verdict = FAILS
+    opt_beats = [str(r["K"]) for r in rows if r["opt"] > float(r["B"]) + LP_TOL]
+    ot_beats = [str(r["K"]) for r in rows if r["ot"] > float(r["B"]) + LP_TOL]
+    if opt_beats:
+        c.evidence.insert(0, f"OPT(K) > B(K) at K = {', '.join(opt_beats)}: a stateless lossless verifier beats B")
+        c.key_evidence = [0]
+    elif ot_beats:
+        c.evidence.insert(0, f"OT(K) > B(K) at K = {', '.join(ot_beats)}: the best coupling beats B")
+        c.key_evidence = [0]
     if c.verdict == HOLDS:
 
         def beats_b(inst: Instance) -> bool:
@@ -267,9 +309,10 @@ def claim_optimal(instance: Instance, rows: list[dict[str, Any]]) -> Claim:
             witness, spec = found
             p, q, L = witness.target, witness.draft, witness.L
             c.verdict = FAILS
-            c.evidence.append(
+            c.add(
                 f"witness {witness.name}: OPT(2) = {optimal_lossless(p, q, 2, L).value:.6f} > "
-                f"B(2) = {display_value(bounds.cic_bound(p, q, 2, L))}"
+                f"B(2) = {display_value(bounds.cic_bound(p, q, 2, L))}",
+                key=True,
             )
             c.evidence.append(f"reproduce: spectr-gbv report --random {spec} --K 2")
             c.witness = witness.to_dict()

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 from spectr_gbv.core.instance import Instance
-from spectr_gbv.core.methods import method_spec, methods_where
-from spectr_gbv.core.numbers import json_value
+from spectr_gbv.core.methods import MethodSpec, is_registered, method_spec, methods_where
+from spectr_gbv.core.numbers import Scalar, json_value
 from spectr_gbv.core.progress import progress
 from spectr_gbv.reference.registry import STABLE_METHOD_NAMES
-from spectr_gbv.simulate.claims import Claim, claims_ledger
+from spectr_gbv.simulate.claims import LP_TOL, Claim, claims_ledger
 from spectr_gbv.simulate.estimate import MAX_RUN_SECONDS, check_estimate, run_estimate
 from spectr_gbv.simulate.exact import ExactResult
 from spectr_gbv.simulate.field_claims import field_ledger
@@ -66,8 +67,12 @@ class Report:
     multi: list[MultiIterationResult] = field(default_factory=list)
     horizon: int = 0
 
+    def summary(self) -> list[KSummary]:
+        """Best lossless verifier per K, its distance to OPT(K) (:func:`~spectr_gbv.simulate.report.summarize`)."""
+        return summarize(self.results, self.bounds)
+
     def to_json(self) -> dict[str, Any]:
-        """JSON object: instance, rows (per method and K), bounds, claims, field_claims, multi_iteration."""
+        """JSON object: instance, rows (per method and K), bounds, claims, field_claims, multi_iteration, summary."""
         rows = [
             {
                 "method": r.method,
@@ -99,7 +104,169 @@ class Report:
                 }
                 for m in self.multi
             ],
+            "summary": [s.to_json() for s in self.summary()],
         }
+
+
+@dataclass(frozen=True)
+class Standing:
+    """One method's place in the report's closing summary.
+
+    Attributes
+    ----------
+    method : str
+        The first method, in table order, with the best value of its group.
+    expected_accepted : Fraction or float
+        Its E[tau] (exact on an exact instance).
+    stateless : bool
+        False for a stateful rule (``greedy_bv``), which OPT(K) does not bound.
+    ties : tuple of str
+        The other methods of the group with the same E[tau] (exactly, on an exact instance).
+    gap : float or None
+        OPT(K) - E[tau] (negative above OPT: a stateful rule); None without OPT.
+    fraction : float or None
+        E[tau] / OPT(K); None without OPT or when OPT(K) = 0.
+    """
+
+    method: str
+    expected_accepted: Scalar
+    stateless: bool
+    ties: tuple[str, ...]
+    gap: float | None
+    fraction: float | None
+
+    @property
+    def at_opt(self) -> bool:
+        """E[tau] equals OPT(K) within :data:`~spectr_gbv.simulate.claims.LP_TOL` (OPT is a float64 LP)."""
+        return self.gap is not None and abs(self.gap) <= LP_TOL
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON object: method, expected_accepted (``"a/b"`` if exact), stateless, ties, gap_to_opt, fraction_of_opt."""
+        return {
+            "method": self.method,
+            "expected_accepted": json_value(self.expected_accepted),
+            "stateless": self.stateless,
+            "ties": list(self.ties),
+            "gap_to_opt": self.gap,
+            "fraction_of_opt": self.fraction,
+        }
+
+
+@dataclass(frozen=True)
+class KSummary:
+    """The best lossless verifiers at one K of a report (:func:`~spectr_gbv.simulate.report.summarize`).
+
+    Attributes
+    ----------
+    K : int
+    opt : float or None
+        OPT(K), the best stateless lossless verifier (LP, float64); None when not computed.
+    best : Standing or None
+        The best lossless method, an instance-solved oracle (``lp_oracle``) included.
+    best_deployable : Standing or None
+        The best lossless method that is not solved for this instance (no ``lp_oracle``).
+    best_stateless : Standing or None
+        The best stateless one of those (differs from ``best_deployable`` when a stateful rule
+        leads).
+    oracles : tuple of str
+        The instance-solved methods left out of ``best_deployable`` (``lp_oracle``).
+    excluded : tuple of str
+        The rows left out: lossy on purpose, or a nonzero defect on this instance.
+    """
+
+    K: int
+    opt: float | None
+    best: Standing | None
+    best_deployable: Standing | None
+    best_stateless: Standing | None
+    oracles: tuple[str, ...]
+    excluded: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON object; the Standings as objects (null when the group is empty)."""
+
+        def one(s: Standing | None) -> dict[str, Any] | None:
+            return None if s is None else s.to_json()
+
+        return {
+            "K": self.K,
+            "opt": self.opt,
+            "best": one(self.best),
+            "best_without_oracle": one(self.best_deployable),
+            "best_stateless_without_oracle": one(self.best_stateless),
+            "oracles": list(self.oracles),
+            "excluded": list(self.excluded),
+        }
+
+
+def _standing(
+    group: list[tuple[str, ExactResult]], specs: dict[str, MethodSpec | None], opt: float | None
+) -> Standing | None:
+    """The best of ``group`` (first in table order among exact ties; 1e-12 on floats), or None if empty."""
+    if not group:
+        return None
+    values = [r.expected_accepted for _, r in group]
+    if all(isinstance(v, Fraction) for v in values):
+        top = max(values)
+        same = [m for m, r in group if r.expected_accepted == top]
+    else:
+        top_f = max(float(v) for v in values)
+        same = [m for m, r in group if top_f - float(r.expected_accepted) <= 1e-12]
+    value = dict(group)[same[0]].expected_accepted
+    spec = specs[same[0]]
+    return Standing(
+        method=same[0],
+        expected_accepted=value,
+        stateless=spec is None or not spec.stateful,
+        ties=tuple(same[1:]),
+        gap=None if opt is None else opt - float(value),
+        fraction=float(value) / opt if opt else None,
+    )
+
+
+def summarize(results: dict[tuple[str, int], ExactResult], bounds: Sequence[BoundRow]) -> list[KSummary]:
+    """The best lossless verifier per K and its distance to OPT(K): the report's closing summary.
+
+    Lossless means registered lossless and ``ExactResult.lossless`` on this instance (validity
+    defect exactly 0 on an exact instance, within the result's tolerance otherwise). Ties are
+    exact on an exact instance (within 1e-12 on a float64 one); the first method in table order
+    names the group.
+
+    Parameters
+    ----------
+    results : dict of (method, K) to ExactResult
+        The report's table.
+    bounds : sequence of BoundRow
+        One per K of the table (OPT(K) from its ``opt``).
+
+    Returns
+    -------
+    list of KSummary, one per row of ``bounds``.
+    """
+    out = []
+    for row in bounds:
+        k, opt = row.K, row.opt
+        here = [(m, r) for (m, kk), r in results.items() if kk == k]
+        keep = [(m, r) for m, r in here if r.lossless and not is_lossy_method(m)]
+        kept = {m for m, _ in keep}
+        excluded = tuple(m for m, _ in here if m not in kept)
+        specs = {m: method_spec(m) if is_registered(m) else None for m, _ in here}
+        oracles = tuple(m for m, _ in keep if specs[m] is not None and specs[m].needs_instance)
+        deployable = [(m, r) for m, r in keep if m not in oracles]
+        stateless = [(m, r) for m, r in deployable if specs[m] is None or not specs[m].stateful]
+
+        out.append(
+            KSummary(
+                K=k,
+                opt=opt,
+                best=_standing(keep, specs, opt),
+                best_deployable=_standing(deployable, specs, opt),
+                best_stateless=_standing(stateless, specs, opt),
+                oracles=oracles,
+                excluded=excluded,
+            )
+        )
+    return out
 
 
 def build_report(

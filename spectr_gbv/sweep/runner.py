@@ -42,6 +42,43 @@ KILL_ONCE_ENV = "SPECTR_GBV_SWEEP_KILL_ONCE"
 
 #: The one-line hint given when ray or pyarrow is missing.
 INSTALL_HINT = "spectr-gbv sweep needs ray and pyarrow: pip install 'spectr_gbv[sweep]'"
+#: Logger of Ray's token-authentication set-up (Ray >= 2.59), whose one note
+#: :func:`~spectr_gbv.sweep.runner.start_ray` drops for its own local cluster.
+RAY_AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
+#: The start of the one note that logger writes at WARNING level when ``ray.init()`` starts a local
+#: cluster with token authentication on by default (``RAY_AUTH_MODE`` unset);
+#: :func:`~spectr_gbv.sweep.runner.start_ray` drops it, and only it, while it starts its own local cluster.
+RAY_AUTH_NOTE = "Token authentication is enabled for this Ray cluster."
+
+
+class _LocalAuthNoteFilter(logging.Filter):
+    """Drops Ray's "Token authentication is enabled" note for the local cluster a sweep starts.
+
+    Ray 2.59 turned token authentication on by default for a local ``ray.init()`` cluster and
+    logs a WARNING saying so on every start ("Set RAY_AUTH_MODE=disabled to opt out"). The
+    behaviour is the safe one and the sweep keeps it (the cluster lives on this machine, for
+    this one run, and is shut down after); the line only announces Ray's new default, yet reads
+    as a fault in every passing sweep. Setting ``RAY_AUTH_MODE=token`` ourselves would silence it
+    too, but Ray reads that variable once, when ``ray`` is imported: set later it leaves the
+    driver and the cluster disagreeing, and ``ray.init`` fails ("InvalidAuthToken"). So the note
+    is filtered, narrowly: one message text, on Ray's authentication logger, only around the
+    ``ray.init`` of a local cluster; with ``--address`` (a user's cluster) nothing is filtered,
+    and any other message (e.g. that authentication is *disabled*) passes.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Whether ``record`` passes: False for Ray's note only.
+
+        Parameters
+        ----------
+        record : logging.LogRecord
+
+        Returns
+        -------
+        bool
+            False when the message starts with :data:`~spectr_gbv.sweep.runner.RAY_AUTH_NOTE`.
+        """
+        return not record.getMessage().startswith(RAY_AUTH_NOTE)
 
 
 @dataclass(frozen=True)
@@ -185,7 +222,10 @@ def _cancel(ray: Any, refs: Any) -> None:
 def start_ray(ray: Any, address: str | None, num_cpus: int | None) -> bool:
     """Initialise Ray unless it already is: ``address``, or a local Ray without dashboard.
 
-    Returns True when this call started it (the caller then shuts it down).
+    Returns True when this call started it (the caller then shuts it down). While it starts a
+    local Ray, Ray's note that token authentication is on is dropped
+    (the cluster is this run's alone and token authentication stays on; only the line that
+    announces Ray's default is dropped); nothing is filtered for ``address``.
 
     Raises
     ------
@@ -200,12 +240,17 @@ def start_ray(ray: Any, address: str | None, num_cpus: int | None) -> bool:
         options.update(num_cpus=num_cpus or os.cpu_count(), include_dashboard=False)
     else:
         check_address(address)
+    auth_logger, note_filter = logging.getLogger(RAY_AUTH_LOGGER), _LocalAuthNoteFilter()
+    if address is None:  # our own local cluster only (_LocalAuthNoteFilter says why)
+        auth_logger.addFilter(note_filter)
     try:
         ray.init(address=address, **options)
     except (ConnectionError, TimeoutError, RuntimeError) as exc:
         if address is None:
             raise
         raise ValueError(f"--address {address!r}: Ray cannot connect ({' '.join(str(exc).split())[:200]})") from exc
+    finally:
+        auth_logger.removeFilter(note_filter)
     return True
 
 
@@ -419,6 +464,8 @@ __all__ = [
     "CONNECT_TIMEOUT",
     "INSTALL_HINT",
     "KILL_ONCE_ENV",
+    "RAY_AUTH_LOGGER",
+    "RAY_AUTH_NOTE",
     "SweepInterrupted",
     "SweepResult",
     "check_address",

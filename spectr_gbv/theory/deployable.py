@@ -445,8 +445,9 @@ def joint_margin(instances: Sequence[Instance], num_drafts: int, floors: Sequenc
 
     over the kernels of :func:`joint_optimum` (one per class of indistinguishable draft
     multisets, lossless on every member). A negative margin proves, up to the LP tolerance,
-    that no lossless verifier reading only the drafted rows is at or above every floor: issue
-    18's "never below the list" with the floors set to the list's best on each member.
+    that no lossless verifier reading only the drafted rows is at or above every floor: the
+    "never below the list" question of docs/near_opt_bv.md with the floors set to the list's
+    best on each member.
 
     Parameters
     ----------

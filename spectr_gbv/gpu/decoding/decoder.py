@@ -43,6 +43,7 @@ verification); Lin et al. 2026 (SpecTr-GBV, arXiv 2604.25925); THEORY.md section
 from __future__ import annotations
 
 import reprlib
+import sys
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -53,6 +54,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from spectr_gbv.core.methods import is_registered, method_hint, method_spec, methods_where
+from spectr_gbv.core.progress import NullProgress, ProgressBar, is_quiet
 from spectr_gbv.gpu.decoding.cache import RowCache, model_vocab_size
 from spectr_gbv.gpu.decoding.draft_sources import DraftSource, HFDraftSource
 from spectr_gbv.gpu.decoding.guards import SlowMethodWarning, check_proposal, eval_mode, slow_method_note
@@ -77,6 +79,46 @@ SINGLE_DRAFT_METHODS: tuple[str, ...] = methods_where(kernel=True, drafts="one")
 #: How the target scores the K drafts: ``auto`` (a token tree when the models pass the
 #: tree-attention probe, else flat), ``tree`` (required) or ``flat`` (one row per draft).
 SCORING_MODES: tuple[str, ...] = ("auto", "tree", "flat")
+#: Seconds a :meth:`~spectr_gbv.gpu.decoding.decoder.SpeculativeDecoder.generate` call with
+#: ``progress=None`` runs before its bar appears (on a terminal): calls shorter than this print nothing.
+PROGRESS_DELAY: float = 2.0
+
+
+def _progress_bar(show: bool | None, total: int) -> ProgressBar:
+    """The bar of one :meth:`SpeculativeDecoder.generate` call (see its ``progress`` argument).
+
+    Parameters
+    ----------
+    show : bool or None
+        ``None``: :func:`spectr_gbv.core.progress.progress`'s rules (a terminal, not silenced),
+        appearing after :data:`PROGRESS_DELAY` seconds; ``True``: a bar on stderr from the start;
+        ``False``: none.
+    total : int
+        Tokens to generate over all rows (``B * max_new_tokens``).
+
+    Returns
+    -------
+    ProgressBar
+        A ``tqdm.tqdm`` bar on ``sys.stderr`` (cleared when closed), or a
+        :class:`~spectr_gbv.core.progress.NullProgress`.
+    """
+    if show is None:
+        try:
+            show = not is_quiet() and bool(sys.stderr.isatty())
+        except (AttributeError, ValueError, OSError):  # no stderr, no isatty, or a closed stream
+            show = False
+        delay = PROGRESS_DELAY
+    else:
+        delay = 0.0
+    if not show:
+        return NullProgress()
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover - tqdm is a base dependency
+        return NullProgress()
+
+    tqdm.monitor_interval = 0  # no monitor thread (as spectr_gbv.core.progress)
+    return tqdm(total=total, desc="generate", unit="tok", file=sys.stderr, leave=False, delay=delay, dynamic_ncols=True)
 
 
 def _kernel_verify() -> Callable[..., Any]:
@@ -394,7 +436,10 @@ class SpeculativeDecoder:
     # ------------------------------------------------------------------ the loop
     @torch.no_grad()
     def generate(
-        self, prompt_ids: torch.Tensor | Sequence[int] | Sequence[Sequence[int]], max_new_tokens: int
+        self,
+        prompt_ids: torch.Tensor | Sequence[int] | Sequence[Sequence[int]],
+        max_new_tokens: int,
+        progress: bool | None = None,
     ) -> tuple[torch.Tensor, DecodeStats]:
         """Generate exactly ``max_new_tokens`` tokens after each prompt.
 
@@ -409,6 +454,14 @@ class SpeculativeDecoder:
             ``T + N + L - 1`` positions (the last iteration may draft past the N-th token) and
             the draft model ``T + N + L - 2``; each must be <= the model's context size
             (:func:`context_size`, from ``config.max_position_embeddings`` / ``n_positions``).
+        progress : bool or None
+            A progress bar on stderr (tokens generated out of ``B * N``, with the block efficiency
+            so far); nothing is ever written to stdout. ``None`` (default): shown when stderr is a
+            terminal and bars are not silenced (:func:`spectr_gbv.core.progress.progress`:
+            ``SPECTR_GBV_QUIET``, the CLI's ``--quiet``), and only once the call has run
+            :data:`~spectr_gbv.gpu.decoding.decoder.PROGRESS_DELAY` seconds, so short calls print
+            nothing. ``True``: always shown from the start (on stderr, a terminal or not).
+            ``False``: never.
 
         Returns
         -------
@@ -419,13 +472,14 @@ class SpeculativeDecoder:
         Raises
         ------
         ValueError
-            Bad prompt (not token ids, ragged, shape, dtype, empty, ids out of range) or
-            ``max_new_tokens``; a run longer than the target's or the draft's context size
-            (the message names the prompt length, ``max_new_tokens``, ``draft_length`` and the
-            context size); a draft source's ``propose`` returned drafts or laws of another
-            shape than asked (:func:`~spectr_gbv.gpu.decoding.guards.check_proposal`: the
-            message names the source and both numbers, e.g. "returned 1 draft per row (drafts
-            of shape (2, 1, 3)), asked for num_drafts = 4").
+            Bad prompt (not token ids, ragged, shape, dtype, empty, ids out of range),
+            ``max_new_tokens`` or ``progress`` (not a bool or None); a run longer than the
+            target's or the draft's context size (the message names the prompt length,
+            ``max_new_tokens``, ``draft_length`` and the context size); a draft source's
+            ``propose`` returned drafts or laws of another shape than asked
+            (:func:`~spectr_gbv.gpu.decoding.guards.check_proposal`: the message names the source
+            and both numbers, e.g. "returned 1 draft per row (drafts of shape (2, 1, 3)), asked for
+            num_drafts = 4").
         RuntimeError
             The verifier returned ids outside the vocabulary or output inconsistent with the
             drafts (ECOSYSTEM.md B5-B8: a numerical fault is raised, never emitted).
@@ -440,16 +494,24 @@ class SpeculativeDecoder:
         """
         prompt, squeeze = self._check_prompt(prompt_ids)
         N = self._check_max_new(max_new_tokens)
+        if progress is not None and not isinstance(progress, bool):
+            raise ValueError(f"progress must be True, False or None, got {progress!r}")
         L = 0 if self.config.method == "ar" else self.config.draft_length
         self._check_context(prompt.shape[1], N, L)
         draft_model = getattr(self.draft, "model", None) if L else None
         if not isinstance(draft_model, torch.nn.Module):
             draft_model = None
-        with eval_mode({"target": self.target, "draft": draft_model}, "SpeculativeDecoder.generate"):
-            return self._generate(prompt, squeeze, N, L)
+        bar = _progress_bar(progress, prompt.shape[0] * N)
+        try:
+            with eval_mode({"target": self.target, "draft": draft_model}, "SpeculativeDecoder.generate"):
+                return self._generate(prompt, squeeze, N, L, bar)
+        finally:
+            bar.close()
 
-    def _generate(self, prompt: torch.Tensor, squeeze: bool, N: int, L: int) -> tuple[torch.Tensor, DecodeStats]:
-        """The loop of :meth:`generate` (arguments checked, models in eval mode)."""
+    def _generate(
+        self, prompt: torch.Tensor, squeeze: bool, N: int, L: int, bar: ProgressBar | None = None
+    ) -> tuple[torch.Tensor, DecodeStats]:
+        """The loop of :meth:`generate` (arguments checked, models in eval mode; ``bar`` advanced per token)."""
         cfg, dev = self.config, self.device
         B = prompt.shape[0]
         self._tree = L > 0 and self._choose_tree(B)
@@ -471,8 +533,13 @@ class SpeculativeDecoder:
             keep = torch.arange(L + 1, device=dev)[None] <= tau[:, None]
             out[rows[:, None].expand_as(pos)[keep], pos[keep]] = emitted[keep]
             pending = emitted.gather(1, tau[:, None]).squeeze(1)
+            done = 0
             for i, t in enumerate(taus):
+                done += min(t + 1, N - generated[active_rows[i]])
                 generated[active_rows[i]] += t + 1
+            if bar is not None:
+                bar.set_postfix_str(f"BE {stats.block_efficiency:.2f}", refresh=False)
+                bar.update(done)
             still = [i for i, r in enumerate(active_rows) if generated[r] < N]
             if len(still) < len(active_rows):  # drop finished rows from every batch
                 active = torch.tensor(still, dtype=torch.int64, device=dev)

@@ -284,7 +284,7 @@ def hedged_base(
 
     References
     ----------
-    This project (issue 18; docs/near_opt_bv.md, "The hedged split").
+    This project (docs/near_opt_bv.md, "The hedged split").
     """
     d = lexicographic_base(t, q, valid, g)
     under = valid & (t > 0) & (d > 0) & (d < t * (1.0 - HEDGE_RTOL))

@@ -482,7 +482,7 @@ def verify_near_opt_bv(
 
     References
     ----------
-    Reference :class:`spectr_gbv.reference.NearOptBlockVerifier` (issue 18 of this project,
+    Reference :class:`spectr_gbv.reference.NearOptBlockVerifier` (this project,
     ``docs/near_opt_bv.md``); Sun et al. 2024, "Block verification accelerates speculative
     decoding", arXiv 2403.10444, Algorithm 2; Hu et al. 2025, arXiv 2502.18779 (the single-step
     optimum reached at L = 1).

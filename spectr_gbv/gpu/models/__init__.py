@@ -19,7 +19,7 @@ Import rule: may import :mod:`spectr_gbv.gpu.kernels`, :mod:`spectr_gbv.gpu.deco
 ``theory``, ``reference``, ``simulate``, torch and transformers; never :mod:`spectr_gbv.gpu.bench`.
 Importing this package imports nothing heavy (``bench``'s config reads the prompt-set names without
 torch): the names below are imported lazily, on first access. They are the model API that
-``spectr_gbv.gpu.models`` (one module before issue 15) offered, so ``from spectr_gbv.gpu.models
+``spectr_gbv.gpu.models`` (one module in earlier releases) offered, so ``from spectr_gbv.gpu.models
 import load_target, ModelFetchError`` keeps working; monkeypatch a name in its defining module.
 """
 

@@ -37,7 +37,7 @@ from spectr_gbv.validate.interfaces.adapter import Adapter
 from spectr_gbv.validate.report.results import CheckResult
 
 #: (restarts per size, improvement rounds, samples per scored instance) per budget.
-SEARCH: dict[str, tuple[int, int, int]] = {"quick": (1, 1, 1000), "standard": (1, 1, 1000), "thorough": (3, 2, 4000)}
+SEARCH: dict[str, tuple[int, int, int]] = {"quick": (1, 1, 500), "standard": (1, 1, 1000), "thorough": (3, 2, 4000)}
 #: The best candidate that did not look suggestive is re-tested at this TV error (or the budget's,
 #: if larger): the search's scores only see large deviations, and the battery holds the power
 #: against small ones. A suggestive candidate is re-tested at the budget's TV.

@@ -16,7 +16,7 @@ Order of a run (each phase reports, none crashes the harness):
 
 Significance: the statistical tests of a run form one family at ``alpha = 1e-3``
 (Bonferroni: each test at ``alpha / family``); sample sizes give power 0.99 against a
-total-variation error of 0.02 (``budget="standard"``; quick 0.05, thorough 0.01). Each law test runs
+total-variation error of 0.02 (``budget="standard"``; quick 0.1, thorough 0.01). Each law test runs
 in group-sequential looks (:data:`~spectr_gbv.validate.checks.statistical.LOOKS`), so a clearly wrong
 verifier stops early; the verifier runs in worker processes (``isolation``), batches concurrently.
 """
@@ -109,7 +109,8 @@ def validate(
     seed : int
         Seed of every random draw of the harness (>= 0).
     budget : str
-        ``"quick"`` (TV 0.05 detected with power 0.99, lighter search: for unit tests),
+        ``"quick"`` (TV 0.1 detected with power 0.99, ``wide_vocab`` at 0.3, a lighter search:
+        seconds for a fast verifier, for unit tests and a first look),
         ``"standard"`` (TV 0.02, the default) or ``"thorough"`` (TV 0.01).
     time_limit_s : float
         Seconds one verifier call may take before it counts as hung.

@@ -26,8 +26,8 @@ from spectr_gbv.validate.probes.runner import _emit, _failed, _spec, _takes_unif
 from spectr_gbv.validate.report.results import CheckResult
 
 _PLACEHOLDER_NOTE = (
-    " (advisory: the interface does not promise -1 placeholder ids; declare the vLLM convention with "
-    "--conventions vllm to make this part of the verdict)"
+    " (a convention the interface does not promise, outside the verdict: declare it with --conventions vllm "
+    "to make -1 placeholder ids part of the verdict)"
 )
 
 

@@ -253,7 +253,7 @@ class ValidationReport:
             )
         adv_all = [c for c in self.checks if c.advisory]
         if adv_all:
-            names = ", ".join(f"{c.name} {c.status}" for c in adv_all)
+            names = ", ".join(f"{c.name} {_note_status(c)}" for c in adv_all)
             lines.append(
                 f"  Notes       {len(adv_all):<4}  advisory, outside the verdict ({self._advisory_kinds}): {names}"
             )
@@ -265,6 +265,8 @@ class ValidationReport:
             inside = s.get("seconds_in_generate")
             spent = f" ({inside:.1f} s inside them, summed over workers)" if isinstance(inside, float) else ""
             lines.append(f"  {calls:,} {what} in {self.elapsed_s:.1f} s{spent}")
+        if self.budget == "quick" and not self._generation and ran:
+            lines.append("  Budget quick, a first look: standard (the default) plans against a TV error of 0.02")
         return lines
 
     @property
@@ -294,7 +296,7 @@ class ValidationReport:
             *self._summary_lines(),
             f"{len(self.checks)} checks: {len(self.checks) - n_fail - n_diff - n_na - n_adv} passed, {n_fail} failed, "
             + (f"{n_diff} differ from the reference, " if n_diff else "")
-            + f"{n_adv} advisory {'note' if n_adv == 1 else 'notes'} failed, {n_na} not applicable/inconclusive; "
+            + f"{n_adv} advisory {'note' if n_adv == 1 else 'notes'}, {n_na} not applicable/inconclusive; "
             f"{self.elapsed_s:.1f} s",
         ]
         headers = ["status", "category", "check", "statistic", "p-value", "N", "power", "diagnosis"]
@@ -302,7 +304,7 @@ class ValidationReport:
         groups.append(("Notes (advisory, outside the verdict)", [c for c in self.checks if c.advisory]))
         rows_all = [
             [
-                c.status,
+                _note_status(c) if c.advisory else c.status,
                 c.category,
                 c.name,
                 _fmt(c.statistic, ".4g"),
@@ -345,7 +347,8 @@ class ValidationReport:
         if adv:
             lines += ["", "Advisory notes (not part of the verdict):"]
             for c in adv:
-                lines.append(f"- [{c.status}{'' if c.diagnosis == 'ok' else ', ' + c.diagnosis}] {c.name}: {c.detail}")
+                tag = "" if c.diagnosis == "ok" else f" ({c.diagnosis})"
+                lines.append(f"- {_note_status(c)}: {c.name}{tag}: {c.detail}")
         inconclusive = [c for c in self.checks if c.passed is None and c.detail and not c.advisory]
         if inconclusive:
             lines += ["", "Not applicable / inconclusive:"]
@@ -358,6 +361,11 @@ class ValidationReport:
             lines += ["", "Notes:"]
             lines += [f"- {note}" for note in self.notes]
         return "\n".join(lines)
+
+
+def _note_status(c: CheckResult) -> str:
+    """An advisory check's status in words that do not read as a verdict: ``"ok"``, ``"note"`` or ``"N/A"``."""
+    return {True: "ok", False: "note", None: "N/A"}[c.passed]
 
 
 def _sizes_line(cov: dict[str, Any]) -> str:

@@ -122,11 +122,12 @@ def test_sizes_covered_names_the_wide_vocabulary() -> None:
 
     cov = sizes_covered(default_battery(), "quick", False, True)
     assert cov["n"] == [2, 6] and cov["vocab_size"] == [33000, 33000] and cov["vocab_ids"] == [7, 256, 32768, 32999]
-    assert cov["vocab_tv"] == [0.1, 0.1]  # the budget's 0.05, raised to WIDE_VOCAB_TV for rows 33,000 wide
+    assert cov["vocab_tv"] == [0.3, 0.3]  # 3 x the budget's 0.1 for rows 33,000 wide (0.1 at standard)
     assert _sizes_line(cov) == (
         "n 2-6, L 1-5, K 1-4; wide ids: V = 33,000, the law on ids 7, 256, 32768, 32999 "
-        "(planned against a TV error of 0.1)"
+        "(planned against a TV error of 0.3)"
     )
+    assert sizes_covered(default_battery(), "standard", False, True)["vocab_tv"] == [0.1, 0.1]
     assert "vocab_size" not in sizes_covered(default_battery(kinds=["dense"]), "quick", False, False)
 
 
@@ -164,14 +165,17 @@ def test_wide_vocab_embedding_and_compact_pickling() -> None:
 
 
 def test_wide_vocab_sample_size_is_planned_at_its_floor() -> None:
-    """wide_vocab is planned against TV max(budget's, WIDE_VOCAB_TV): its N is the same at every budget."""
-    from spectr_gbv.validate.battery import WIDE_VOCAB_TV
+    """wide_vocab is planned against TV max(budget's, WIDE_VOCAB_TV, 3 x budget's): 0.1 at standard and
+    thorough (the same N), 0.3 at quick."""
+    from spectr_gbv.validate.battery import WIDE_VOCAB_TV, WIDE_VOCAB_TV_FACTOR
 
     (bi,) = default_battery(kinds=["wide_vocab"])
     alpha = cs.final_alpha(cs.ALPHA / (3 * len(KINDS) + 1))
-    assert WIDE_VOCAB_TV == 0.1 and cs.planned_tv(bi, 0.02) == 0.1 and cs.planned_tv(bi, 0.2) == 0.2
-    sizes = {cs.sample_size(bi, alpha, cs.TV_BY_BUDGET[b]) for b in ("quick", "standard", "thorough")}
-    assert sizes == {cs.sample_size(bi, alpha, 0.1)} == {1731}
+    assert WIDE_VOCAB_TV == 0.1 and WIDE_VOCAB_TV_FACTOR == 3.0
+    assert cs.planned_tv(bi, 0.02) == 0.1 and cs.planned_tv(bi, 0.01) == 0.1 and cs.planned_tv(bi, 0.1) == 0.3
+    sizes = {cs.sample_size(bi, alpha, cs.TV_BY_BUDGET[b]) for b in ("standard", "thorough")}
+    assert sizes == {cs.sample_size(bi, alpha, 0.03)} == {1731}  # any budget TV <= 1/30 plans at 0.1
+    assert cs.sample_size(bi, alpha, cs.TV_BY_BUDGET["quick"]) == 182  # planned at TV 0.3
 
 
 def test_tie_move_ties_ratios() -> None:
@@ -190,15 +194,15 @@ def test_tie_move_ties_ratios() -> None:
 #: 9 instances x 3 tests + the search = a family of 28 at alpha = 1e-3, the last sequential look
 #: at 3/4 of each test's level (checks_statistical.final_alpha), as docs/validate.md quotes them.
 DOC_SAMPLES = {
-    "dense": (8045, 50276, 201104),
-    "sparse_disjoint": (8045, 50276, 201104),
-    "p_equals_q": (7954, 50276, 201104),
-    "low_temperature": (6413, 45381, 184181),
-    "tiny_probabilities": (6123, 38267, 163700),
-    "long_block": (10461, 66465, 265858),
-    "tied_ratios": (8045, 50276, 201104),
-    "wide_tree": (6923, 43266, 173062),
-    "wide_vocab": (1731, 1731, 1731),
+    "dense": (1966, 50276, 201104),
+    "sparse_disjoint": (1989, 50276, 201104),
+    "p_equals_q": (1918, 50276, 201104),
+    "low_temperature": (1492, 45381, 184181),
+    "tiny_probabilities": (1531, 38267, 163700),
+    "long_block": (2396, 66465, 265858),
+    "tied_ratios": (1942, 50276, 201104),
+    "wide_tree": (1731, 43266, 173062),
+    "wide_vocab": (182, 1731, 1731),
 }
 
 

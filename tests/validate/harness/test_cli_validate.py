@@ -22,6 +22,22 @@ def test_lossless_verifier_exits_0(capsys):
     assert "exact_defect[long_block]" in out and "adversarial_search" in out
 
 
+def test_the_shipped_example_passes_quick_with_notes_not_failures(capsys):
+    """The README's first validate command: a PASSED report with no alarming word and nothing on stderr."""
+    assert main(["validate", "spectr_gbv.examples.textbook_sd:verify", "--budget", "quick"]) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    assert "FAIL" not in out and "Traceback" not in out
+    assert (
+        "Notes       3     advisory, outside the verdict (conventions, determinism): determinism ok, "
+        "placeholder_ids[zero_rows] note, placeholder_ids[copied_rows] note"
+    ) in out
+    assert "41 checks: 39 passed, 0 failed, 2 advisory notes, 0 not applicable/inconclusive" in out
+    assert "- note: placeholder_ids[zero_rows] (accepts_placeholder): drafts padded with -1 ids" in out
+    assert "declare it with --conventions vllm" in out
+    assert "against a TV error of 0.1" in out and "Budget quick, a first look" in out
+
+
 def test_a_module_in_the_current_directory_is_found(capsys, tmp_path, monkeypatch):
     """As ``python -m`` does, the CLI imports the verifier's module from the current directory."""
     (tmp_path / "my_cwd_verifier.py").write_text(

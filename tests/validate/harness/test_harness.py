@@ -90,7 +90,8 @@ def test_released_rule_fails_with_its_exact_defect():
 def test_released_rule_fails_the_statistical_level():
     rep = validate(get_verifier("spectr_gbv_released").sample, budget="quick", instances=WITNESS)
     e2e = next(c for c in rep.checks if c.name == "end_to_end_law[user0]")
-    assert e2e.passed is False and e2e.p_value < 1e-12 and e2e.diagnosis == "not_lossless"
+    # quick plans its samples against a TV error of 0.1: the defect 6/25 still gives p < 1e-6
+    assert e2e.passed is False and e2e.p_value < 1e-6 and e2e.diagnosis == "not_lossless"
     assert rep.smallest_failure.size_key == (2.0, 1.0, 2.0)
 
 

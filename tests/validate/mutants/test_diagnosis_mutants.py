@@ -90,10 +90,13 @@ def test_statistical_diagnosis_names_the_acceptance_or_the_order(name: str, inst
 
 def test_coverage_acceptance_bugs_are_not_taken_for_an_order_bug() -> None:
     """rrs_lagged_target and the two-slot RRS raise the acceptance rate on wide_tree as the ratio order
-    does (the law of tau at L = 1 is one number); the outputs given the drafts tell them apart."""
+    does (the law of tau at L = 1 is one number); the outputs given the drafts tell them apart.
+
+    Budget standard: their defects there (0.08, 0.144) are near quick's TV of 0.1, and on quick's
+    samples the law of tau can still fit a lossless algorithm's (the locus then reads residual)."""
     for fn in (M.rrs_lagged_target, M.rrs_two_residual_slots):
         report = validate(
-            fn, budget="quick", seed=0, probes=False, search=False, instances=default_battery(kinds=["wide_tree"])
+            fn, budget="standard", seed=0, probes=False, search=False, instances=default_battery(kinds=["wide_tree"])
         )
         assert _law_loci(report) == {("not_lossless", "acceptance")}, report.to_text()
 

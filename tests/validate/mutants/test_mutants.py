@@ -533,15 +533,18 @@ def test_harness_flags_the_zero_residual_crash_at_quick() -> None:
 
 
 def test_default_quick_run_catches_the_two_slot_rrs() -> None:
-    """The default battery and search at budget quick (wide_tree: defect 18/125 at K = 4).
+    """The default battery and search at budget quick (wide_tree: defect 18/125 at K = 4, above quick's TV 0.1).
 
     At K = 4 trial 4 also tests against the stale R_2 (E[tau] 401/625 > OPT(4) = 3/5), so the
-    law of tau differs from rrs's and the diagnosis names the acceptance rule; at K = 3 only the
-    correction is wrong (defect 1/324 on ``random_instance(4, 1, 2)``: a residual bug).
+    law of tau differs from rrs's; at K = 3 only the correction is wrong (defect 1/324 on
+    ``random_instance(4, 1, 2)``: a residual bug). On quick's 1,731 iterations the law of tau
+    can still fit a lossless algorithm's, so the locus may read ``wrong_residual``; standard
+    names the acceptance rule (test_diagnosis_mutants.py).
     """
     report = validate(M.rrs_two_residual_slots, budget="quick", seed=0)
-    _check_failed(report, "not_lossless")
-    assert "end_to_end_law[wide_tree]" in {c.name for c in report.failures}
+    assert not report.passed and report.exit_code == 1
+    e2e = next(c for c in report.failures if c.name == "end_to_end_law[wide_tree]")
+    assert e2e.diagnosis in ("not_lossless", "wrong_residual")
 
 
 def _battery(kind: str) -> Any:

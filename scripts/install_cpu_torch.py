@@ -1,0 +1,72 @@
+"""Install the CPU build of torch 2.13.0 into the running Python, whatever the platform.
+
+Why a script: on Linux, PyPI's ``torch`` wheel is a CUDA build of several GB; the CPU build lives
+on PyTorch's own index. This script picks the source once, in order:
+
+1. torch 2.13.0 already installed: nothing to do;
+2. a torch wheel pip can find without any index (``--no-index``: the ``find-links`` of the user's
+   pip configuration, e.g. a wheelhouse on disk): install it, then its dependencies from the
+   configured index (torch itself is then satisfied, so no other build is fetched);
+3. Linux: PyTorch's CPU index (``https://download.pytorch.org/whl/cpu``);
+4. macOS and Windows: PyPI (its wheels there are CPU builds).
+
+Usage (from the repository root, in the environment the tests will use)::
+
+    python scripts/install_cpu_torch.py            # installs, prints the one source it used
+    python scripts/install_cpu_torch.py --dry-run  # prints the pip command it would run
+
+Exit status: 0 installed (or already there), pip's own status when pip fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import subprocess
+import sys
+
+#: The torch release the project's tests and CI are run with.
+TORCH_VERSION = "2.13.0"
+#: PyTorch's index of CPU-only wheels (Linux, macOS, Windows).
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+
+
+def installed_version() -> str | None:
+    """The installed torch's version without its local tag (``"2.13.0"`` for ``2.13.0+cpu``), or None."""
+    try:
+        return importlib.metadata.version("torch").split("+")[0]
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def pip(*args: str, quiet: bool = False) -> subprocess.CompletedProcess[bytes]:
+    """Run ``python -m pip install ARGS`` in this interpreter; output captured when ``quiet``."""
+    cmd = [sys.executable, "-m", "pip", "install", *args]
+    return subprocess.run(cmd, capture_output=quiet, check=False)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Install torch's CPU build; see the module docstring for the order of sources."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dry-run", action="store_true", help="print the pip command, install nothing")
+    args = parser.parse_args(argv)
+    spec = f"torch=={TORCH_VERSION}"
+    if installed_version() == TORCH_VERSION:
+        print(f"torch {TORCH_VERSION} is already installed")
+        return 0
+    if args.dry_run:
+        source = ["--index-url", CPU_INDEX] if sys.platform.startswith("linux") else []
+        print(" ".join([sys.executable, "-m", "pip", "install", spec, *source]))
+        return 0
+    if pip("--no-index", "--no-deps", spec, quiet=True).returncode == 0:
+        print(f"torch {TORCH_VERSION} from a local wheel (pip's find-links); its dependencies next", flush=True)
+        return pip("-q", spec).returncode
+    if sys.platform.startswith("linux"):
+        print(f"installing torch {TORCH_VERSION} (CPU build) from {CPU_INDEX}", flush=True)
+        return pip(spec, "--index-url", CPU_INDEX).returncode
+    print(f"installing torch {TORCH_VERSION} from PyPI (a CPU build on this platform)", flush=True)
+    return pip(spec).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())
