@@ -209,9 +209,13 @@ class SamplingChooser:
         """Index drawn with probability proportional to ``weights`` (zero weights never)."""
         if not self.exact and isinstance(weights, np.ndarray) and weights.ndim == 1 and weights.dtype == np.float64:
             _check_float_weights(weights)
-            return _float_categorical(weights, self.rng.random())
-        ws = check_weights(weights, self.exact)
-        u = self.rng.random()
+            u = self.rng.random()
+            if isinstance(u, float):  # not a symbolic uniform of an enumerating rng (user_rules)
+                return _float_categorical(weights, u)
+            ws = weights.tolist()
+        else:
+            ws = check_weights(weights, self.exact)
+            u = self.rng.random()
         total = _total(ws, self.exact)
         # exact: u * total < acc  <=>  u < acc / total (total > 0), which needs no product with u
         threshold = u if self.exact else u * total

@@ -161,7 +161,8 @@ def _entry_point_installed() -> bool:
 
 
 #: Load the plugin explicitly when the installed metadata predates its entry point.
-PLUGIN_ARGS = [] if _entry_point_installed() else ["-p", "spectr_gbv.testing.plugin"]
+# pytest-benchmark, where installed, warns in every inner run under xdist; these runs use no benchmark.
+PLUGIN_ARGS = ["-p", "no:benchmark"] + ([] if _entry_point_installed() else ["-p", "spectr_gbv.testing.plugin"])
 
 
 def test_entry_point_is_declared() -> None:
