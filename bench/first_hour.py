@@ -24,13 +24,12 @@ import os
 import platform
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from process_timing import run_timed
 from tqdm import tqdm
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -98,12 +97,10 @@ def model_cached() -> bool:
 
 def time_once(argv: tuple[str, ...], cwd: Path) -> float:
     """Wall seconds of one run; raises RuntimeError with its stderr tail when it fails."""
-    t0 = time.perf_counter()
-    proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, check=False, env={**os.environ})
-    wall = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv)} exited {proc.returncode}: {proc.stderr[-800:]}")
-    return wall
+    timed = run_timed(argv, cwd=cwd)
+    if timed.proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} exited {timed.proc.returncode}: {timed.proc.stderr[-800:]}")
+    return timed.wall_s
 
 
 def main(argv: list[str] | None = None) -> int:

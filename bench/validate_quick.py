@@ -25,11 +25,11 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
-import time
 from datetime import UTC, datetime
 from pathlib import Path
+
+from process_timing import run_timed
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_S = 15.0
@@ -58,12 +58,8 @@ RUNS: dict[str, list[str]] = {
 def run_once(args: list[str]) -> dict[str, object]:
     """One run as a subprocess: wall and CPU seconds, exit status, verdict, calls, harness seconds."""
     env = dict(os.environ, SPECTR_GBV_QUIET="1")
-    before = os.times()
-    t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    after = os.times()
-    cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
+    timed = run_timed([sys.executable, *args], cwd=ROOT, env=env)
+    proc, wall, cpu = timed.proc, timed.wall_s, timed.cpu_s
     try:
         rep = json.loads(proc.stdout)
     except json.JSONDecodeError:

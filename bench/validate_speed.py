@@ -31,8 +31,9 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from process_timing import run_timed
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS: dict[str, tuple[str, str, str]] = {
@@ -54,12 +55,8 @@ def _run(tree: Path, verifier: str, interface: str, budget: str) -> dict[str, ob
     env = dict(os.environ, PYTHONPATH=f"{tree}{os.pathsep}{ROOT}", OMP_NUM_THREADS="1", SPECTR_GBV_QUIET="1")
     cmd = [sys.executable, "-m", "spectr_gbv.cli.main", "validate", verifier, "--interface", interface]
     cmd += ["--budget", budget, "--json", "--time-limit", "600"]
-    before = os.times()
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    after = os.times()
-    cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
+    timed = run_timed(cmd, cwd=tree, env=env)
+    proc, wall, cpu = timed.proc, timed.wall_s, timed.cpu_s
     try:
         rep = json.loads(proc.stdout)
     except json.JSONDecodeError:
