@@ -3,7 +3,8 @@
 Why a script: on Linux, PyPI's ``torch`` wheel is a CUDA build of several GB; the CPU build lives
 on PyTorch's own index. This script picks the source once, in order:
 
-1. torch 2.13.0 already installed: nothing to do;
+1. torch already installed (any version, a CUDA build included): kept, nothing to do (the tests
+   run on the torch the ``gpu`` extra accepts; CI uses 2.13.0); ``--force`` installs 2.13.0 anyway;
 2. a torch wheel pip can find without any index (``--no-index``: the ``find-links`` of the user's
    pip configuration, e.g. a wheelhouse on disk): install it, then its dependencies from the
    configured index (torch itself is then satisfied, so no other build is fetched);
@@ -13,7 +14,11 @@ on PyTorch's own index. This script picks the source once, in order:
 Usage (from the repository root, in the environment the tests will use)::
 
     python scripts/install_cpu_torch.py            # installs, prints the one source it used
-    python scripts/install_cpu_torch.py --dry-run  # prints the pip command it would run
+    python scripts/install_cpu_torch.py --dry-run  # prints the pip commands it would try, in order
+    python scripts/install_cpu_torch.py --force    # 2.13.0's CPU build even over another torch
+
+Behind a mirror or proxy that download.pytorch.org is not reachable from, install torch's CPU
+build your own way first: the script then keeps it.
 
 Exit status: 0 installed (or already there), pip's own status when pip fails.
 """
@@ -48,15 +53,22 @@ def pip(*args: str, quiet: bool = False) -> subprocess.CompletedProcess[bytes]:
 def main(argv: list[str] | None = None) -> int:
     """Install torch's CPU build; see the module docstring for the order of sources."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dry-run", action="store_true", help="print the pip command, install nothing")
+    parser.add_argument("--dry-run", action="store_true", help="print the pip commands it would try, install nothing")
+    parser.add_argument("--force", action="store_true", help=f"install {TORCH_VERSION} even over another torch")
     args = parser.parse_args(argv)
     spec = f"torch=={TORCH_VERSION}"
-    if installed_version() == TORCH_VERSION:
-        print(f"torch {TORCH_VERSION} is already installed")
+    have = installed_version()
+    if have == TORCH_VERSION or (have is not None and not args.force):
+        print(
+            f"torch {have} is already installed; keeping it"
+            + ("" if have == TORCH_VERSION else " (--force replaces it)")
+        )
         return 0
     if args.dry_run:
         source = ["--index-url", CPU_INDEX] if sys.platform.startswith("linux") else []
-        print(" ".join([sys.executable, "-m", "pip", "install", spec, *source]))
+        pip_cmd = [sys.executable, "-m", "pip", "install"]
+        print(" ".join([*pip_cmd, "--no-index", "--no-deps", spec]), " # a local wheel, if pip's find-links has one")
+        print(" ".join([*pip_cmd, spec, *source]), " # otherwise")
         return 0
     if pip("--no-index", "--no-deps", spec, quiet=True).returncode == 0:
         print(f"torch {TORCH_VERSION} from a local wheel (pip's find-links); its dependencies next", flush=True)

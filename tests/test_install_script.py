@@ -49,7 +49,7 @@ def test_source_order_without_a_local_wheel(monkeypatch: pytest.MonkeyPatch, pla
 def test_local_wheel_then_its_dependencies(monkeypatch: pytest.MonkeyPatch) -> None:
     mod = _load()
     calls: list[tuple[str, ...]] = []
-    monkeypatch.setattr(mod, "installed_version", lambda: "2.12.0")
+    monkeypatch.setattr(mod, "installed_version", lambda: None)
     monkeypatch.setattr(mod, "pip", _fake_pip(calls, local_wheel=True))
     assert mod.main([]) == 0
     assert calls == [("--no-index", "--no-deps", "torch==2.13.0"), ("-q", "torch==2.13.0")]
@@ -62,7 +62,22 @@ def test_already_installed_runs_no_pip(monkeypatch: pytest.MonkeyPatch, capsys: 
     monkeypatch.setattr(mod, "pip", _fake_pip(calls, local_wheel=True))
     assert mod.main([]) == 0
     assert calls == []
-    assert capsys.readouterr().out == "torch 2.13.0 is already installed\n"
+    assert capsys.readouterr().out == "torch 2.13.0 is already installed; keeping it\n"
+
+
+def test_another_torch_is_kept_unless_forced(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mod = _load()
+    calls: list[tuple[str, ...]] = []
+    monkeypatch.setattr(mod, "installed_version", lambda: "2.6.0")
+    monkeypatch.setattr(mod, "pip", _fake_pip(calls, local_wheel=False))
+    monkeypatch.setattr(sys, "platform", "linux")
+    assert mod.main([]) == 0
+    assert calls == []
+    assert capsys.readouterr().out == "torch 2.6.0 is already installed; keeping it (--force replaces it)\n"
+    assert mod.main(["--force"]) == 0
+    assert calls[-1] == ("torch==2.13.0", "--index-url", "https://download.pytorch.org/whl/cpu")
 
 
 def test_dry_run_names_the_cpu_index_on_linux(
@@ -72,7 +87,9 @@ def test_dry_run_names_the_cpu_index_on_linux(
     monkeypatch.setattr(mod, "installed_version", lambda: None)
     monkeypatch.setattr(sys, "platform", "linux")
     assert mod.main(["--dry-run"]) == 0
-    assert capsys.readouterr().out.strip().endswith("install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu")
+    first, second = capsys.readouterr().out.splitlines()
+    assert "install --no-index --no-deps torch==2.13.0" in first
+    assert "install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in second
 
 
 def test_ci_runs_the_readme_commands() -> None:

@@ -30,7 +30,7 @@ WIDTH = 100
 MAX_FRACTION_LEN = 30
 #: The bound rows under the methods table: label, BoundRow attribute, phrase.
 BOUND_ROWS: tuple[tuple[str, str, str], ...] = (
-    ("B", "cic_bound", "SpecTr-GBV's CIC bound"),
+    ("B", "cic_bound", "SpecTr-GBV's bound (CIC)"),
     ("B_BV", "cic_bound_lossless", "lossless analogue of B"),
     ("OPT", "opt", "LP: best stateless lossless"),
     ("OT", "ot", "LP: best coupling (ceiling)"),
@@ -149,16 +149,17 @@ def _table_legend(rep: Report) -> list[str]:
     """The columns and markers of the methods table, defined once (wrapped)."""
     single = [m for m in methods_where(drafts="one") if any(m == mm for mm, _ in rep.results)]
     text = (
-        "E[tau]: expected accepted draft tokens per iteration (block efficiency 1 + E[tau]); exact fractions: "
-        "--detail, --json. defect: validity defect, the total-variation distance from the output law to the "
-        "target's; 0 = exactly lossless (so is a row with no defect line). * = lossy on purpose."
+        "E[tau]: expected accepted draft tokens per iteration (block efficiency 1 + E[tau]); exact values: "
+        "--detail, --json. defect: validity defect, the total-variation distance of the output law from the "
+        "target's (0 = exactly lossless, as is a row with no defect line). * = a lossy rule (maybe not here). "
+        "CIC: conditionally independent coupling."
     )
     tols = sorted({r.tolerance for r in rep.results.values() if not r.exact and r.tolerance is not None})
     if tols:
         text += f" On this float64 instance a defect within {tols[-1]:g} counts as 0 (float rounding)."
     if single:
         text += f" First draft only: {', '.join(single)}."
-    text += " Methods and papers: docs/verifiers.md."
+    text += " Methods: docs/verifiers.md. Below, each claim's key evidence (all of it: --detail; docs/findings.md)."
     out = _wrap(text)
     notes = sorted({(m, r.tolerance) for (m, _), r in rep.results.items() if r.within_kernel_tolerance})
     for m, tol in notes:
@@ -206,7 +207,12 @@ def _ledger(title: str, claims: Sequence[Claim], *, detail: bool) -> list[str]:
 def _multi_table(rep: Report, *, detail: bool) -> list[str]:
     """Multi-iteration table (E[tokens] columns with ``detail``) and its column definitions."""
     kind = "exact" if rep.instance.exact else "float64"
-    out = ["", *_wrap(f"Multi-iteration, {kind}: generating N = {rep.horizon} tokens")]
+    out = [
+        "",
+        *_wrap(
+            f"Multi-iteration, {kind}: N = {rep.horizon} tokens (1-draft methods at K = 1, others at the largest K)"
+        ),
+    ]
     m_cols = min(rep.horizon, TOKEN_COLUMNS) if detail else 0
     head = ["method", "K", "E[calls]", "BE"] + [f"E[tokens] m={m}" for m in range(1, m_cols + 1)]
     rows = [
@@ -240,7 +246,7 @@ def _multi_table(rep: Report, *, detail: bool) -> list[str]:
 def _standing_text(s: Standing, k: int, opt: float | None) -> str:
     """``name value (tied with n more)`` and where it stands against OPT(k)."""
     text = f"{s.method} {_dec(s.expected_accepted)}" + ("" if s.stateless else " (stateful)")
-    ties = f" (+{len(s.ties)} tied)" if s.ties else ""
+    ties = f" (tied: {', '.join(s.ties)})" if s.ties else ""
     if s.gap is None or opt is None:
         return text + ties
     if s.at_opt:
@@ -257,7 +263,7 @@ def _summary_lines(rep: Report) -> list[str]:
     sums: list[KSummary] = rep.summary()
     if not sums:
         return []
-    head = "Summary: the best lossless verifier per K on this instance (lossy rows excluded)"
+    head = "Summary: the best lossless verifier per K here (lossy rows excluded)"
     for oracle in sorted({o for s in sums for o in s.oracles}):
         reach = [
             s.K
@@ -265,9 +271,9 @@ def _summary_lines(rep: Report) -> list[str]:
             if s.opt is not None and abs(float(rep.results[(oracle, s.K)].expected_accepted) - s.opt) <= LP_TOL
         ]
         where = "every K" if len(reach) == len(sums) else ("K = " + ", ".join(map(str, reach)) if reach else "")
-        head += f"; {oracle} solves this instance's LP" + (f" and reaches OPT(K) at {where}" if where else "")
+        head += f"; {oracle} solves this instance's LP" + (f" (OPT(K) at {where})" if where else "")
     if any(s.oracles for s in sums):
-        head += ", so the best without it"
+        head += "; without it"
     out = ["", *_wrap(head + ":")]
     for s in sums:
         d = s.best_deployable
@@ -302,7 +308,7 @@ def render(rep: Report, *, detail: bool = False) -> str:
         with a hanging indent, K columns past the width go to a second table block).
     """
     inst = rep.instance
-    out = _wrap(f"Instance: {inst.name}  (n={inst.n}, L={inst.L}, {'exact' if inst.exact else 'float64'})")
+    out = _wrap(f"Instance {inst.name} (n={inst.n}, L={inst.L}, {'exact' if inst.exact else 'float64'})")
     kind = "exact" if inst.exact else "float64"
     out += _wrap(f"One iteration, {kind}: E[tau] per K (a defect line follows each row not exactly lossless)")
     out += _methods_table(rep)
@@ -315,8 +321,6 @@ def render(rep: Report, *, detail: bool = False) -> str:
     ):
         if claims:
             out += _ledger(title, claims, detail=detail)
-    if (rep.claims or rep.field_claims) and not detail:
-        out += _wrap("(key evidence only; every line: --detail; each verdict explained: docs/findings.md)")
     if rep.multi:
         out += _multi_table(rep, detail=detail)
     out += _summary_lines(rep)

@@ -92,7 +92,7 @@ def _note_single_draft(grid: Any, quiet: bool) -> None:
     if fewer and not quiet:
         print(
             f"spectr-gbv sweep: note: {', '.join(fewer)}: run at K = 1 only (a rule that reads draft 0 only, or "
-            "no draft, has the same law at every K; MethodSpec.grid_shape)",
+            "no draft, has the same law at every K)",
             file=sys.stderr,
         )
 

@@ -166,7 +166,11 @@ def claim_convergence(instance: Instance) -> Claim:
         witness, spec = found
         wl = bounds.cic_limit(witness.target, witness.draft, witness.L)
         c.verdict = CONDITIONAL
-        c.add(f"witness {witness.name}: lim B(K) = {display_value(wl)} < L = {witness.L}", key=True)
+        where = "this instance" if witness is instance else f"witness {witness.name}"
+        c.add(
+            f"only if q covers the support of p on V^L; {where}: lim B(K) = {display_value(wl)} < L = {witness.L}",
+            key=True,
+        )
         c.evidence.append("the limit is sum_i P_(Y~p)(q(Y^i) > 0), which equals L iff q covers the support of p on V^L")
         if witness is not instance:
             c.evidence.append(f"reproduce: spectr-gbv report --random {spec}")

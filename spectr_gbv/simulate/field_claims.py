@@ -461,11 +461,11 @@ def claim_never_below() -> Claim:
     ks_text = ", ".join(map(str, NEVER_BELOW_KS))
     c.evidence.insert(
         0,
-        "on A and B, two other instances built for this check (not the report's), the list's best "
+        "on two small instances A and B built for this check (not this one), the four rules' best "
         + (
-            f"sums past the exact ceiling of any deployable lossless verifier at K = {', '.join(map(str, past))}"
+            f"values sum to more than any deployable lossless verifier can reach at K = {', '.join(map(str, past))}"
             if past
-            else f"stays within the exact ceiling of a deployable lossless verifier at K = {ks_text}: undecided"
+            else f"values stay within what a deployable lossless verifier can reach at K = {ks_text}: undecided"
         ),
     )
     c.key_evidence = [0]

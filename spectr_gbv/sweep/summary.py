@@ -287,6 +287,8 @@ class Summary:
             return [str(s["n"])] + [d(s[k]) for k in keys]
 
         keys = ("mean", "median", "worst", "q10", "q90")
+        if self.cells and not any(c["ratio"]["n"] for c in self.cells):
+            lines += ["", "No row has OPT: the two OPT tables are empty; sweep with `--measures tau,bounds,opt`."]
         table(
             "E[tau] / OPT",
             ["method", "K", "instances", "with OPT", "mean", "median", "worst", "q10", "q90"],
@@ -299,7 +301,7 @@ class Summary:
              for c in self.cells],
         )  # fmt: skip
         table(
-            "Best among lossless methods (ties shared)",
+            "Best among lossless methods (a tie of n methods gives each 1/n of a win)",
             ["method", "K", "contested", "wins", "share"],
             [[c["method"], c["K"], c["best"]["contested"], f"{c['best']['wins']:g}", d(c["best"]["share"])]
              for c in self.cells if c["best"] is not None],
