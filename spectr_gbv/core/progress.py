@@ -115,6 +115,8 @@ def progress(
     file: TextIO | None = None,
     unit: str = "it",
     leave: bool = False,
+    delay: float = 0.0,
+    force: bool = False,
 ) -> ProgressBar:
     """A progress bar over ``total`` units of work, or a no-op when none should be shown.
 
@@ -134,6 +136,10 @@ def progress(
         Name of one unit of work (default ``"it"``).
     leave : bool
         Keep the finished bar on screen (default False: it is cleared by ``close()``).
+    delay : float
+        Seconds before the bar first appears (default 0): shorter work prints nothing.
+    force : bool
+        Show the bar whatever ``quiet`` and the terminal check say (default False).
 
     Returns
     -------
@@ -151,7 +157,7 @@ def progress(
     """
     stream = sys.stderr if file is None else file
     silent = is_quiet() if quiet is None else quiet
-    if silent or not _is_tty(stream):
+    if not force and (silent or not _is_tty(stream)):
         return NullProgress()
     try:
         from tqdm import tqdm  # lazy: importing core stays light
@@ -160,7 +166,7 @@ def progress(
     # no monitor thread: the validate harness forks worker processes while a bar is open, and a
     # fork copies no thread but every lock a thread may hold
     tqdm.monitor_interval = 0
-    return tqdm(total=total, desc=desc, file=stream, unit=unit, leave=leave, dynamic_ncols=True)
+    return tqdm(total=total, desc=desc, file=stream, unit=unit, leave=leave, delay=delay, dynamic_ncols=True)
 
 
 __all__ = ["QUIET_ENV", "NullProgress", "ProgressBar", "is_quiet", "progress", "set_quiet"]

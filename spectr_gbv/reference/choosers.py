@@ -135,7 +135,7 @@ def check_weights(weights: Sequence[Scalar] | np.ndarray, exact: bool) -> list[S
     ValueError
         Empty, NaN/inf, negative entry, or all zero.
     """
-    if not exact and isinstance(weights, np.ndarray) and weights.ndim == 1 and weights.dtype == np.float64:
+    if _is_float_row(weights, exact):
         _check_float_weights(weights)  # the same checks and messages, vectorised (wide vocabularies)
         return weights.tolist()
     out = list(weights)
@@ -149,6 +149,12 @@ def check_weights(weights: Sequence[Scalar] | np.ndarray, exact: bool) -> list[S
     if not any(w > 0 for w in out):
         raise ValueError(f"categorical: all {len(out)} weights are zero (no law to sample)")
     return out
+
+
+def _is_float_row(weights: object, exact: bool) -> bool:
+    """True for float64 1-D weights of a float run: the case :func:`check_weights` and
+    :meth:`SamplingChooser.categorical` vectorise."""
+    return not exact and isinstance(weights, np.ndarray) and weights.ndim == 1 and weights.dtype == np.float64
 
 
 def _check_float_weights(weights: np.ndarray) -> None:
@@ -207,15 +213,11 @@ class SamplingChooser:
 
     def categorical(self, weights: Sequence[Scalar] | np.ndarray) -> int:
         """Index drawn with probability proportional to ``weights`` (zero weights never)."""
-        if not self.exact and isinstance(weights, np.ndarray) and weights.ndim == 1 and weights.dtype == np.float64:
-            _check_float_weights(weights)
-            u = self.rng.random()
-            if isinstance(u, float):  # not a symbolic uniform of an enumerating rng (user_rules)
-                return _float_categorical(weights, u)
-            ws = weights.tolist()
-        else:
-            ws = check_weights(weights, self.exact)
-            u = self.rng.random()
+        ws = check_weights(weights, self.exact)
+        u = self.rng.random()
+        # float64 rows (wide vocabularies) vectorised; an enumerating rng's symbolic uniform takes the loop
+        if isinstance(u, float) and _is_float_row(weights, self.exact):
+            return _float_categorical(weights, u)
         total = _total(ws, self.exact)
         # exact: u * total < acc  <=>  u < acc / total (total > 0), which needs no product with u
         threshold = u if self.exact else u * total

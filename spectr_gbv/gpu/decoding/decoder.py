@@ -43,7 +43,6 @@ verification); Lin et al. 2026 (SpecTr-GBV, arXiv 2604.25925); THEORY.md section
 from __future__ import annotations
 
 import reprlib
-import sys
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -54,7 +53,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from spectr_gbv.core.methods import is_registered, method_hint, method_spec, methods_where
-from spectr_gbv.core.progress import NullProgress, ProgressBar, is_quiet
+from spectr_gbv.core.progress import NullProgress, ProgressBar, progress
 from spectr_gbv.gpu.decoding.cache import RowCache, model_vocab_size
 from spectr_gbv.gpu.decoding.draft_sources import DraftSource, HFDraftSource
 from spectr_gbv.gpu.decoding.guards import SlowMethodWarning, check_proposal, eval_mode, slow_method_note
@@ -102,23 +101,9 @@ def _progress_bar(show: bool | None, total: int) -> ProgressBar:
         A ``tqdm.tqdm`` bar on ``sys.stderr`` (cleared when closed), or a
         :class:`~spectr_gbv.core.progress.NullProgress`.
     """
-    if show is None:
-        try:
-            show = not is_quiet() and bool(sys.stderr.isatty())
-        except (AttributeError, ValueError, OSError):  # no stderr, no isatty, or a closed stream
-            show = False
-        delay = PROGRESS_DELAY
-    else:
-        delay = 0.0
-    if not show:
+    if show is False:
         return NullProgress()
-    try:
-        from tqdm import tqdm
-    except ImportError:  # pragma: no cover - tqdm is a base dependency
-        return NullProgress()
-
-    tqdm.monitor_interval = 0  # no monitor thread (as spectr_gbv.core.progress)
-    return tqdm(total=total, desc="generate", unit="tok", file=sys.stderr, leave=False, delay=delay, dynamic_ncols=True)
+    return progress(total, "generate", unit="tok", delay=PROGRESS_DELAY if show is None else 0.0, force=show is True)
 
 
 def _kernel_verify() -> Callable[..., Any]:
