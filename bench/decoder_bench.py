@@ -11,7 +11,7 @@ embedding, first layer, final norm and head; so the draft is cheap and close to 
 as a real draft model is. With ``--model`` it loads a local checkpoint with
 ``AutoModelForCausalLM.from_pretrained(..., local_files_only=True)``, and the draft from
 ``--draft-model`` or, without it, the target's first ``--draft-layers`` layers
-(:func:`spectr_gbv.gpu.models.draft.truncated_draft`, parameters shared).
+(:func:`spectr_gbv.realpair.models.draft.truncated_draft`, parameters shared).
 
 Per method it reports tokens/s, block efficiency (tokens per target call), the speed-up ratio
 over AR measured in the same run (same prompt, same number of tokens), and the verification
@@ -138,7 +138,7 @@ def main() -> None:
             draft = AutoModelForCausalLM.from_pretrained(args.draft_model, local_files_only=True).eval()
             label = f"{args.model} / {args.draft_model}"
         else:
-            from spectr_gbv.gpu.models.draft import truncated_draft
+            from spectr_gbv.realpair.models.draft import truncated_draft
 
             draft = truncated_draft(target, args.draft_layers)
             label = f"{args.model} / its first {args.draft_layers} layers"

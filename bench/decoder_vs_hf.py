@@ -13,7 +13,7 @@ same construction at tiny shapes (seconds on a CPU; what CI runs).
 Configurations (``--configs``; default all): ``ar`` (plain sampling, this package),
 ``hf_constant`` and ``hf_heuristic`` (``target.generate(assistant_model=draft)`` with the
 constant and the heuristic draft-length schedule, starting at L, confidence threshold 0;
-:func:`spectr_gbv.gpu.bench.peer.assisted_generation_run`), ``sd``, ``bv`` (K = 1), ``mdbv``,
+:func:`spectr_gbv.realpair.peer.assisted_generation_run`), ``sd``, ``bv`` (K = 1), ``mdbv``,
 ``mdbv_flat`` (MDBV with flat scoring: K rows of L + 1 positions, the fallback, to show
 what the token tree saves), ``spectr``, ``gbv_multipath``, ``near_opt_bv`` (K drafts).
 Prompts run round-robin (prompt i through every configuration, then prompt i + 1), after one
@@ -46,8 +46,8 @@ import torch
 from tqdm.auto import tqdm
 
 from spectr_gbv.gpu import SpeculativeDecoder
-from spectr_gbv.gpu.bench.output import machine_info
-from spectr_gbv.gpu.bench.peer import assisted_generation_run
+from spectr_gbv.realpair.output import machine_info
+from spectr_gbv.realpair.peer import assisted_generation_run
 
 #: Configuration name -> (method, K is the run's K (else 1), scoring).
 CONFIGS: dict[str, tuple[str, bool, str]] = {
@@ -154,8 +154,8 @@ def load_pair(args: argparse.Namespace) -> tuple[torch.nn.Module, torch.nn.Modul
     """Target, draft, prompts [T] and a label, for ``--pair``."""
     dtype = getattr(torch, args.dtype)
     if args.pair == "real":
-        from spectr_gbv.gpu.bench.runner import load_models
-        from spectr_gbv.gpu.models.prompts import load_prompts
+        from spectr_gbv.realpair.models.prompts import load_prompts
+        from spectr_gbv.realpair.runner import load_models
 
         models = load_models(progress=True)
         prompts = [

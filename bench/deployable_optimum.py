@@ -29,9 +29,9 @@ from tqdm import tqdm
 
 from spectr_gbv.core.instance import Instance, random_instance
 from spectr_gbv.core.tabular import TabularAR
+from spectr_gbv.ledger.deployable import joint_optimum
 from spectr_gbv.reference.near_opt_bv import NearOptBlockVerifier
 from spectr_gbv.simulate.exact import simulate_exact
-from spectr_gbv.theory.deployable import joint_optimum
 from spectr_gbv.theory.lp import optimal_lossless
 
 

@@ -7,7 +7,7 @@
 # imported through PYTHONPATH), it runs, each step under its own time limit, and writes to DIR
 # (default docs/results/cuda/):
 #   env.txt             nvidia-smi, python, torch, transformers
-#   tests_gpu.txt       tests/gpu on CUDA (the decoders' default device; 8 pytest-xdist workers)
+#   tests_gpu.txt       tests/gpu and tests/realpair on CUDA (the decoders' default device; 8 pytest-xdist workers)
 #   kernel_overhead.txt bench/kernel_overhead.py --device cuda at V = 49,152
 #   decoder_vs_hf/      bench/decoder_vs_hf.py on the synthetic pair of SmolLM2-1.7B's (target) and
 #                       SmolLM2-135M's (draft) shapes, bfloat16: results.json, summary.md, the plot
@@ -132,7 +132,7 @@ elif [ "$dry" = 1 ]; then
         --configs ar,hf_constant,hf_heuristic,mdbv,mdbv_flat --out "$out/decoder_vs_hf"
 else
     step env 60 bash -c "$(declare -f environment); environment"
-    step tests_gpu 300 "$py" -m pytest -q -p no:cacheprovider -n 8 tests/gpu
+    step tests_gpu 300 "$py" -m pytest -q -p no:cacheprovider -n 8 tests/gpu tests/realpair
     # near_opt_bv (minutes per call at this V) is timed on the CPU: docs/near_opt_bv.md
     step kernel_overhead 90 "$py" bench/kernel_overhead.py --device cuda --V 49152 --repeats 20 \
         --methods ar,sd,bv,spectr,rrs,gbv_multipath,mdbv,traversal,spectr_gbv_released

@@ -2,7 +2,7 @@
 
 Runs :func:`spectr_gbv.validate.validate` once, at ``--budget quick`` (default battery, probes
 and adversarial search, seed 0), on every mutant of ``MUTANTS`` and every ``*_MUTANTS`` registry
-of :mod:`spectr_gbv.validate.mutants` (in the interface each declares), and tabulates:
+of :mod:`spectr_gbv.testing.mutants` (in the interface each declares), and tabulates:
 
 * **planted**: the class of the bug as planted (:data:`PLANTED`; a mutant's ``locus`` attribute
   where it has one): ``acceptance`` (which tokens pass the test), ``draft_order`` (the order the
@@ -66,13 +66,13 @@ LAW_CHECKS = ("end_to_end_law", "positional_law", "exact_defect", "adversarial_s
 
 def mutants() -> list[tuple[str, str, Any]]:
     """(registry, name, function) for every mutant of every ``*_MUTANTS`` registry, in registry order."""
-    import spectr_gbv.validate.mutants as M  # noqa: PLC0415
+    import spectr_gbv.testing.mutants as M  # noqa: PLC0415
 
     registries = {
         k: v for k, v in vars(M).items() if (k == "MUTANTS" or k.endswith("_MUTANTS")) and isinstance(v, dict)
     }
     try:  # registered by its own module when the package does not list it yet
-        from spectr_gbv.validate.mutants import robustness_bugs  # noqa: PLC0415
+        from spectr_gbv.testing.mutants import robustness_bugs  # noqa: PLC0415
 
         registries.setdefault("ROBUSTNESS_MUTANTS", getattr(robustness_bugs, "ROBUSTNESS_MUTANTS", {}))
     except ImportError:

@@ -88,8 +88,8 @@ def entries(scratch: Path) -> list[Entry]:
 def model_cached() -> bool:
     """True when the real target model loads without a download."""
     try:
-        from spectr_gbv.gpu.models import target
-        from spectr_gbv.gpu.models.fetch import check_manifest
+        from spectr_gbv.realpair.models import target
+        from spectr_gbv.realpair.models.fetch import check_manifest
     except ImportError:  # no gpu extra
         return False
     return check_manifest(target.model_dir() / "hf") is None

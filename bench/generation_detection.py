@@ -2,8 +2,8 @@
 
 Runs :func:`spectr_gbv.validate.generation.validate_generation` ``R`` times (harness seeds
 ``seed0 .. seed0 + R - 1``) at one budget (default ``standard``) on every loop of
-:data:`~spectr_gbv.validate.mutants.generation_bugs.GENERATION_MUTANTS` and
-:data:`~spectr_gbv.validate.mutants.generation_loops.GENERATION_LOOPS`, each in the interface
+:data:`~spectr_gbv.testing.mutants.generation_bugs.GENERATION_MUTANTS` and
+:data:`~spectr_gbv.testing.mutants.generation_loops.GENERATION_LOOPS`, each in the interface
 it declares, and tabulates per loop:
 
 * **detected**: runs whose verdict failed, ``k/R``, with the two-sided 95% Clopper-Pearson
@@ -48,8 +48,8 @@ RESULTS = ROOT / "docs" / "results" / "generation_detection.md"
 
 def loops(only: set[str]) -> list[tuple[str, Any]]:
     """(name, function) of every planted-bug loop, then every correct loop (filtered by ``only``)."""
-    from spectr_gbv.validate.mutants.generation_bugs import GENERATION_MUTANTS  # noqa: PLC0415
-    from spectr_gbv.validate.mutants.generation_loops import GENERATION_LOOPS  # noqa: PLC0415
+    from spectr_gbv.testing.mutants.generation_bugs import GENERATION_MUTANTS  # noqa: PLC0415
+    from spectr_gbv.testing.mutants.generation_loops import GENERATION_LOOPS  # noqa: PLC0415
 
     rows = [*GENERATION_MUTANTS.items(), *GENERATION_LOOPS.items()]
     unknown = only - {name for name, _ in rows}
@@ -115,8 +115,8 @@ def markdown(rows: list[dict[str, Any]], budget: str, seed0: int) -> str:
         f"`spectr-gbv validate --interface generation` (`validate_generation`, budget `{budget}`) run {repeats} "
         f"times per loop, harness seeds {seed0}..{seed0 + repeats - 1}. A planted bug is detected when the "
         "verdict fails; a correct loop's failures are false alarms. Intervals are two-sided 95% "
-        "Clopper-Pearson. Loops: `spectr_gbv.validate.mutants.generation_bugs` (planted bugs) and "
-        "`spectr_gbv.validate.mutants.generation_loops` (correct loops).",
+        "Clopper-Pearson. Loops: `spectr_gbv.testing.mutants.generation_bugs` (planted bugs) and "
+        "`spectr_gbv.testing.mutants.generation_loops` (correct loops).",
         "",
         "Regenerate: `python bench/generation_detection.py --repeats R --budget BUDGET --write`.",
         "",

@@ -21,10 +21,10 @@ import resource
 import time
 
 from spectr_gbv.core import random_instance
-from spectr_gbv.theory import _lp_build as build
-from spectr_gbv.theory import _lp_colgen as colgen
-from spectr_gbv.theory._lp_check import check_opt
+from spectr_gbv.theory import lp_build as build
+from spectr_gbv.theory import lp_colgen as colgen
 from spectr_gbv.theory.lp import _keys, lp_size, optimal_lossless
+from spectr_gbv.theory.lp_check import check_opt
 
 SIDE_BY_SIDE = [(2, 2, 3), (3, 2, 3), (3, 3, 2), (2, 4, 3), (4, 2, 4), (3, 3, 3)]
 FRONTIER = [(4, 3, 3), (4, 3, 4)]

@@ -2,8 +2,8 @@
 
 For each battery case where ``near_opt_bv`` is below the best of the issue's list (``mdbv``,
 ``gbv_multipath``, ``optimal_multidraft``, ``traversal``), build the instance's subtree twins
-(``theory.deployable.subtree_twins``: at one prefix, the children's subtrees permuted) and
-solve ``theory.deployable.joint_margin`` with each member's floor set to the list's best on it:
+(``ledger.deployable.subtree_twins``: at one prefix, the children's subtrees permuted) and
+solve ``ledger.deployable.joint_margin`` with each member's floor set to the list's best on it:
 the largest margin min_i (E_i - floor_i) of one verifier that reads only the drafted rows.
 
 * margin < 0: no such verifier is at the list on every twin, so the shortfall is forced on
@@ -27,8 +27,8 @@ from fractions import Fraction
 from tqdm import tqdm
 
 from spectr_gbv.core.instance import Instance, random_instance
+from spectr_gbv.ledger.deployable import joint_margin, subtree_twins
 from spectr_gbv.simulate.exact import simulate_exact
-from spectr_gbv.theory.deployable import joint_margin, subtree_twins
 
 #: The methods whose per-instance best issue 18 asks near_opt_bv to reach.
 LIST = ("mdbv", "gbv_multipath", "optimal_multidraft", "traversal")

@@ -48,8 +48,8 @@ from spectr_gbv.gpu.decoding.decoder import SpeculativeDecoder
 from spectr_gbv.gpu.kernels import verify
 from spectr_gbv.gpu.kernels.expected import EXPECTED_METHODS, accepted_law
 from spectr_gbv.gpu.kernels.rules import KernelRule, resolve_kernel_rule
-from spectr_gbv.gpu.models.draft import load_draft
-from spectr_gbv.gpu.models.target import load_target
+from spectr_gbv.realpair.models.draft import load_draft
+from spectr_gbv.realpair.models.target import load_target
 
 PROMPTS = (
     "def fibonacci(n):",

@@ -1,6 +1,6 @@
-"""Distil SmolLM2-135M-Instruct into the cheap draft of :mod:`spectr_gbv.gpu.models.draft`.
+"""Distil SmolLM2-135M-Instruct into the cheap draft of :mod:`spectr_gbv.realpair.models.draft`.
 
-Run: ``python bench/train_draft.py [--out spectr_gbv/gpu/models/data/smollm2_draft.safetensors]
+Run: ``python bench/train_draft.py [--out spectr_gbv/realpair/models/data/smollm2_draft.safetensors]
 [--layers 6] [--rank 64] [--vocab 8192] [--text-tokens 200000] [--sample-prompts 384] [--new-tokens 96]
 [--epochs 4] [--eval-prompts 32] [--threads 1] [--seed 0] [--device cpu]``  (the defaults wrote the shipped draft:
 about 135 minutes on one core of a 2-core CPU; the draft before issue 33 used 60,000 text tokens, 96 prompts, 64 new
@@ -44,7 +44,7 @@ from typing import Any
 
 import torch
 
-from spectr_gbv.gpu.models.draft import (
+from spectr_gbv.realpair.models.draft import (
     LORA_MODULES,
     RestrictedHead,
     acceptance_rate,
@@ -53,8 +53,8 @@ from spectr_gbv.gpu.models.draft import (
     shipped_weights_path,
     truncated_draft,
 )
-from spectr_gbv.gpu.models.prompts import _stdlib_files, load_prompts
-from spectr_gbv.gpu.models.target import load_target
+from spectr_gbv.realpair.models.prompts import _stdlib_files, load_prompts
+from spectr_gbv.realpair.models.target import load_target
 
 TEACHER_TOP = 64
 WINDOW = 512
@@ -208,7 +208,7 @@ def student_loss(student: torch.nn.Module, batch: list[Item], to_subset: torch.T
 def export(
     student: torch.nn.Module, vocab_ids: torch.Tensor, layers: int, rank: int, lora_alpha: int, target: torch.nn.Module
 ) -> tuple[dict, dict]:
-    """The tensors and metadata :func:`spectr_gbv.gpu.models.draft.build_draft` expects."""
+    """The tensors and metadata :func:`spectr_gbv.realpair.models.draft.build_draft` expects."""
     tensors = {
         "vocab_ids": vocab_ids.clone(),
         "norm.weight": student.base_model.model.model.norm.weight.detach().clone(),

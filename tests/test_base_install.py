@@ -132,7 +132,7 @@ def test_gpu_commands_say_which_extra_they_need(argv):
 
 def test_bench_help_names_match_the_bench_config():
     from spectr_gbv.cli import bench
-    from spectr_gbv.gpu.bench import config as bench_config
+    from spectr_gbv.realpair import config as bench_config
 
     assert bench.PRESET_NAMES == tuple(bench_config.PRESETS)
     assert bench.DATASET_NAMES == bench_config.DATASETS

@@ -41,7 +41,7 @@ def _documented_modules() -> set[str]:
 
 def test_every_public_module_is_in_the_api_reference():
     public, documented = _public_modules(), _documented_modules()
-    assert "spectr_gbv.theory.bounds" in public and "spectr_gbv.validate.mutants.law_bugs" in public
+    assert "spectr_gbv.theory.bounds" in public and "spectr_gbv.testing.mutants.law_bugs" in public
     assert sorted(public - documented) == []
     assert sorted(documented - public) == []
 
@@ -142,7 +142,7 @@ def _validate_md_blocks_after(heading_text: str) -> list[str]:
 
 def test_validate_md_rerun_and_probe_replay_recipes_work():
     """The two recipes after "smallest failing case" in docs/validate.md, on planted bugs."""
-    from spectr_gbv.validate.mutants import MUTANTS
+    from spectr_gbv.testing.mutants import MUTANTS
 
     rerun, replay = _validate_md_blocks_after("The report ends on the **smallest failing case**")[:2]
     ns = {"my_verify": MUTANTS["softmax_residual"]}

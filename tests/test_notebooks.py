@@ -20,7 +20,7 @@ ALL = sorted(p.name for p in NOTEBOOKS.glob("*.ipynb"))
 
 def _real_model():
     pytest.importorskip("torch")
-    from tests.gpu.real_model import real_model_enabled
+    from tests.realpair.real_model import real_model_enabled
 
     if not real_model_enabled():
         pytest.skip("real model not cached; set SPECTR_GBV_REAL_MODEL=1")

@@ -265,7 +265,7 @@ def _generic_as_chain(fn: Callable[..., Any]) -> ChainFn:
 
 
 def _engine_table(real: bool, rows: int) -> str:
-    from spectr_gbv.validate.mutants import CHAIN_CORRECT, CHAIN_MUTANTS, DIAGNOSIS_MUTANTS, MUTANTS
+    from spectr_gbv.testing.mutants import CHAIN_CORRECT, CHAIN_MUTANTS, DIAGNOSIS_MUTANTS, MUTANTS
 
     verifiers: dict[str, ChainFn] = {f"correct_{k}": v for k, v in CHAIN_CORRECT.items()}
     verifiers.update({k: v for k, v in CHAIN_MUTANTS.items() if k != "accepts_placeholder"})

@@ -2,7 +2,7 @@
 
 Nothing of the gpu layer is imported until :func:`run` (or :func:`build_config`) is called,
 so ``spectr-gbv --help`` works on a base install. The names listed in ``--help`` are
-:data:`PRESET_NAMES`, :data:`DATASET_NAMES` (copies of those of :mod:`spectr_gbv.gpu.bench.config`;
+:data:`PRESET_NAMES`, :data:`DATASET_NAMES` (copies of those of :mod:`spectr_gbv.realpair.config`;
 a test keeps them equal) and :data:`METHOD_NAMES` (read from the method table).
 
 ``--methods`` also takes a user's rule, ``module:attribute`` (the current directory importable):
@@ -20,11 +20,11 @@ from typing import Any
 from spectr_gbv.cli.common import UsageError, parse_ks
 from spectr_gbv.core.methods import methods_where
 
-#: ``spectr_gbv.gpu.bench.config.PRESETS``' keys (for ``--help``; a test keeps them equal).
+#: ``spectr_gbv.realpair.config.PRESETS``' keys (for ``--help``; a test keeps them equal).
 PRESET_NAMES = ("quick", "full")
-#: ``spectr_gbv.gpu.bench.config.DATASETS``.
+#: ``spectr_gbv.realpair.config.DATASETS``.
 DATASET_NAMES = ("humaneval", "gsm", "instruct", "cpython")
-#: ``spectr_gbv.gpu.bench.config.METHODS``: the table's lossless methods with a torch kernel.
+#: ``spectr_gbv.realpair.config.METHODS``: the table's lossless methods with a torch kernel.
 METHOD_NAMES: tuple[str, ...] = methods_where(lossless=True, kernel=True)
 
 
@@ -98,7 +98,7 @@ def _temperatures(text: str | None) -> tuple[float, ...] | None:
 
 
 def build_config(args: argparse.Namespace) -> Any:
-    """The :class:`~spectr_gbv.gpu.bench.config.BenchConfig` of the preset with the options applied.
+    """The :class:`~spectr_gbv.realpair.config.BenchConfig` of the preset with the options applied.
 
     Raises
     ------
@@ -106,7 +106,7 @@ def build_config(args: argparse.Namespace) -> Any:
         A malformed option (the message names it).
     """
     try:
-        from spectr_gbv.gpu.bench.config import DATASETS, METHODS, PRESETS  # no torch import
+        from spectr_gbv.realpair.config import DATASETS, METHODS, PRESETS  # no torch import
     except ImportError as exc:
         raise UsageError(f"needs the gpu extra ({exc}); run: pip install 'spectr_gbv[gpu,bench]'") from exc
     if args.preset not in PRESETS:
@@ -152,10 +152,10 @@ def run(args: argparse.Namespace) -> int:
     config = build_config(args)
     threads = _positive_int(args.threads, "--threads")
     try:
-        from spectr_gbv.gpu.bench import output as bench_output
-        from spectr_gbv.gpu.bench import runner as benchmark
-        from spectr_gbv.gpu.models.fetch import ModelFetchError
-        from spectr_gbv.gpu.models.prompts import MissingPackageError, PromptDataError
+        from spectr_gbv.realpair import output as bench_output
+        from spectr_gbv.realpair import runner as benchmark
+        from spectr_gbv.realpair.models.fetch import ModelFetchError
+        from spectr_gbv.realpair.models.prompts import MissingPackageError, PromptDataError
     except ImportError as exc:
         raise UsageError(f"needs the gpu extra ({exc}); run: pip install 'spectr_gbv[gpu,bench]'") from exc
     try:

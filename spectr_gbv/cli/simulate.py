@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from spectr_gbv.reference.user_rules import RuleInfo
 
 #: Monte Carlo iterations of a user's function whose draws cannot be enumerated (default of
-#: ``--fallback-samples``; about 3 s on the default instance at K = 2).
+#: ``--fallback-samples``).
 FALLBACK_SAMPLES = 20_000
 
 

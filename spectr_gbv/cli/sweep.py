@@ -1,6 +1,6 @@
 """``spectr-gbv sweep``: run a declared grid on Ray into a Parquet dataset; ``sweep summarize DIR``: report on it.
 
-``sweep bench``: the real-model bench grid on Ray, one configuration per task (:mod:`spectr_gbv.sweep.bench`).
+``sweep bench``: the real-model bench grid on Ray, one configuration per task (:mod:`spectr_gbv.realpair.sweep_task`).
 ``sweep verify DIR``: every part of a dataset read back and checked (:func:`spectr_gbv.sweep.parts.verify_folder`).
 
 Exit statuses of the run forms: 0 done; 1 a task failed or a row of the grid carries an error;
@@ -162,9 +162,10 @@ def run_verify(args: argparse.Namespace) -> int:
     its own stdout line), 2 for a usage error (no such folder, no pyarrow).
     """
     try:
+        from spectr_gbv.realpair.sweep_task import BENCH_TABLE
         from spectr_gbv.sweep.parts import verify_folder
 
-        report = verify_folder(args.directory)
+        report = verify_folder(args.directory, kinds=(BENCH_TABLE,))
     except (ImportError, ValueError) as exc:
         raise UsageError(str(exc).splitlines()[0]) from exc
     if args.json:
@@ -195,7 +196,7 @@ def run_bench(args: argparse.Namespace) -> int:
         raise UsageError(f"--num-cpus must be >= 1, got {args.num_cpus}")
     config = build_config(args)
     try:
-        from spectr_gbv.sweep.bench import SHIPPED_MODELS, BenchSweep, resolve, run_bench_sweep
+        from spectr_gbv.realpair.sweep_task import SHIPPED_MODELS, BenchSweep, resolve, run_bench_sweep
     except ImportError as exc:
         raise UsageError(str(exc).splitlines()[0]) from exc
     for option, spec in (("--models", args.models), ("--prompt-loader", args.prompt_loader)):

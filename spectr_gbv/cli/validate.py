@@ -26,7 +26,7 @@ from spectr_gbv.cli.common import UsageError
 
 # Copies of the harness's names for --help, so that the CLI starts without importing the
 # harness (scipy.stats); tests/validate/harness/test_cli_validate.py keeps them equal to
-# spectr_gbv.validate.INTERFACES and spectr_gbv.validate.harness.driver.LEVELS, BUDGETS, CONVENTIONS.
+# spectr_gbv.validate.INTERFACES and spectr_gbv.validate.harness.options.LEVELS, BUDGETS, CONVENTIONS.
 INTERFACES: tuple[str, ...] = (
     "generic",
     "chain",
@@ -172,7 +172,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Execute ``validate``; returns the report's exit code (0 passed, 1 failed, 3 differs from the reference)."""
-    from spectr_gbv.validate import load_verifier, validate  # noqa: PLC0415 - keeps CLI start-up light
+    from spectr_gbv.validate import ValidateOptions, load_verifier, validate  # noqa: PLC0415 - keeps CLI start-up light
 
     if os.getcwd() not in sys.path and "" not in sys.path:  # as ``python -m``: the current directory first
         sys.path.insert(0, os.getcwd())
@@ -186,8 +186,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         instances = _instances(args.instance, args.K)
         verify = load_verifier(args.verifier, args.interface, isolation=args.isolation)
-        report = validate(
-            verify,
+        options = ValidateOptions(
             interface=args.interface,
             level=args.level,
             reference=args.reference,
@@ -202,6 +201,7 @@ def run(args: argparse.Namespace) -> int:
             workers=args.workers,
             quiet=True if args.quiet else None,
         )
+        report = validate(verify, options=options)
     except ValueError as exc:
         raise UsageError(str(exc).splitlines()[0]) from exc
     return _print_report(report, args)

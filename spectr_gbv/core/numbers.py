@@ -54,13 +54,6 @@ def printable(text: object) -> str:
     return _CONTROL.sub(lambda m: ascii(m.group())[1:-1], str(text))
 
 
-def _short_number(value: Fraction) -> str:
-    """``str(value)``, or its size in digits when it is too long to print."""
-    if max(abs(value.numerator), value.denominator).bit_length() > 160:
-        return f"a fraction of {max(abs(value.numerator), value.denominator).bit_length()} bits"
-    return str(value)
-
-
 def check_seed(seed: Any, name: str = "seed", *, allow_generator: bool = False) -> int | None:
     """Return ``seed`` as an int (or None) after checking it is a valid numpy seed.
 

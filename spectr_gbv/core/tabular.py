@@ -21,7 +21,6 @@ import numpy as np
 from spectr_gbv.core.numbers import (
     FLOAT_ROW_ATOL,
     Scalar,
-    _short_number,
     check_seed,
     parse_probability,
     sum_exact,
@@ -63,11 +62,11 @@ def prefix_key(prefix: Prefix) -> str:
 MAX_RANDOM_ROWS = 2_000_000
 
 #: Largest number of table entries (probabilities, all rows) :meth:`TabularAR.random` draws per
-#: model: about 1 GB as exact Fractions (:data:`ENTRY_BYTES`) and ~2 minutes on one core.
+#: model: about 1 GB as exact Fractions (:data:`ENTRY_BYTES`).
 MAX_RANDOM_ENTRIES = 10_000_000
 
 #: Estimated memory of one table entry while a model is built (a Fraction, its list slot and
-#: the parsed copy; measured ~100 bytes), used by the size guards' messages.
+#: the parsed copy; about 100 bytes), used by the size guards' messages.
 ENTRY_BYTES = 100
 
 #: Rows drawn from which :meth:`TabularAR.random` shows a progress bar (on a terminal, unless quiet).
@@ -147,6 +146,13 @@ def check_random_size(n: int, depth: int, *, what: str = "depth") -> int:
             f"above MAX_RANDOM_ENTRIES={MAX_RANDOM_ENTRIES} (or MAX_RANDOM_ROWS={MAX_RANDOM_ROWS} prefixes)"
         )
     return entries
+
+
+def _short_number(value: Fraction) -> str:
+    """``str(value)``, or its size in bits when it is too long to print."""
+    if max(abs(value.numerator), value.denominator).bit_length() > 160:
+        return f"a fraction of {max(abs(value.numerator), value.denominator).bit_length()} bits"
+    return str(value)
 
 
 def _exact_sum(row: Sequence[Fraction]) -> Fraction:

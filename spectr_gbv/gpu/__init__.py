@@ -1,16 +1,16 @@
 """GPU layer: speculative decoding with Hugging Face causal LMs and batched verification kernels.
 
-Four subpackages, each one idea; imports go one way, kernels <- decoding <- models <- bench:
+Three subpackages, each one idea; imports go one way, kernels <- decoding <- models:
 
 * :mod:`spectr_gbv.gpu.kernels` - the batched verification kernels, :func:`verify`;
 * :mod:`spectr_gbv.gpu.decoding` - the decoding loop, caches, sampling, draft sources, stats;
-* :mod:`spectr_gbv.gpu.models` - the real target and drafts, fetching, the cache, conversion,
-  prompt sets;
-* :mod:`spectr_gbv.gpu.bench` - ``spectr-gbv bench``: grid, runner, results, output, peer,
-  predictions and the real-model law test.
+* :mod:`spectr_gbv.gpu.models` - synthetic pairs of real models' shapes and the generation
+  referee's models (reference LMs, their pairs, the exact sequence law).
 
-The flat modules of earlier releases (``spectr_gbv.gpu.decoder``, ``spectr_gbv.gpu.benchmark``,
-...) are gone; CHANGELOG.md lists each old path with its new module.
+The real model pair (SmolLM2-135M-Instruct and its distilled draft, fetching, prompt sets) and
+``spectr-gbv bench`` are an application of this layer, :mod:`spectr_gbv.realpair`; nothing here
+imports it. The flat modules of earlier releases (``spectr_gbv.gpu.decoder``,
+``spectr_gbv.gpu.benchmark``, ...) are gone; CHANGELOG.md lists each old path with its new module.
 
 Public API (every name is imported lazily, on first access: ``import spectr_gbv.gpu`` needs
 no extra, using a name needs ``torch`` and, for the decoder and caches, ``transformers``, the
@@ -22,8 +22,6 @@ first verification):
   user's torch rule, ``rule(inputs, uniforms) -> VerifyOutput``, which ``verify``, the decoder
   and the bench take in place of a method name (:mod:`spectr_gbv.gpu.kernels.rules`;
   :class:`UnverifiedRuleWarning` for a rule that makes no ``lossless`` claim);
-* :func:`load_target`, :func:`load_draft` - the real target and its distilled draft
-  (:mod:`spectr_gbv.gpu.models.target`, :mod:`spectr_gbv.gpu.models.draft`);
 * :class:`SpeculativeDecoder`, :class:`DecoderConfig` - the decoding loop
   (:mod:`spectr_gbv.gpu.decoding.decoder`);
 * :class:`SamplingConfig`, :func:`process_logits` - temperature / top-k / top-p, applied
@@ -35,8 +33,9 @@ first verification):
   chooses it (:mod:`spectr_gbv.gpu.decoding.tree`, :mod:`spectr_gbv.gpu.decoding.tree_support`);
 * :class:`RowCache` and the ``DynamicCache`` helpers (:mod:`spectr_gbv.gpu.decoding.cache`).
 
-Layer rule: this package may import ``core``, ``theory``, ``reference`` and ``simulate``,
-never the reverse.
+Layer rule: this package may import ``core``, ``theory``, ``reference``, ``simulate`` and
+``ledger``, never the reverse. ``load_target`` and ``load_draft``, exported here in earlier
+releases, come from :mod:`spectr_gbv.realpair.models`.
 """
 
 from spectr_gbv.core.lazy import lazy_getattr
@@ -66,8 +65,6 @@ _EXPORTS = {
     "DecodeStats": "decoding.stats",
     "TokenTree": "decoding.tree",
     "supports_tree_attention": "decoding.tree_support",
-    "load_draft": "models.draft",
-    "load_target": "models.target",
     "verify": "kernels",
     "KernelInputs": "kernels",
     "UniformSource": "kernels",
@@ -98,8 +95,6 @@ __all__ = [
     "UnverifiedRuleWarning",
     "VerifyOutput",
     "crop_cache",
-    "load_draft",
-    "load_target",
     "model_vocab_size",
     "process_logits",
     "repeat_cache_rows",

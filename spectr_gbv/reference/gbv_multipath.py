@@ -21,7 +21,7 @@ def token_ranks(p: np.ndarray, q: np.ndarray, exact: bool, reverse_ties: bool = 
 
     Tokens with ``q(v) = 0`` get ratio 1 (they carry no draft mass, so their place does not
     change any skewed law). ``reverse_ties`` orders tied tokens by descending id instead (the
-    planted tie-breaking bug of :mod:`spectr_gbv.validate.mutants.coverage_bugs`).
+    planted tie-breaking bug of :mod:`spectr_gbv.testing.mutants.coverage_bugs`).
     """
     one: Scalar = Fraction(1) if exact else 1.0
     sign = -1 if reverse_ties else 1
@@ -104,7 +104,24 @@ def skewed_rows(batch: VerifyInput, k: int, ranks: Callable[..., list[int]] = to
 
 
 @dataclass(frozen=True)
-class _Prepared:
+class PreparedRows:
+    r"""What :meth:`MultiPathGreedyVerifier.prepare` computes once per input and ``run`` reuses.
+
+    Subclasses that change how the path or its draft law is chosen (a different tie rule) return
+    one from their own ``prepare``; ``run`` then verifies ``rows`` along draft ``k``.
+
+    Attributes
+    ----------
+    k : int
+        Index of the selected draft (:func:`select_path`), ``0 <= k < K``.
+    rows : list of L arrays, shape (V,)
+        The skewed conditionals :math:`q_{skew}(\cdot | x^{t-1})` along draft ``k``
+        (:func:`skewed_rows`): Fractions (object dtype) for exact inputs, else float64.
+    weights : BlockWeights
+        Block-verification weights of draft ``k`` against ``p`` with draft law ``rows``
+        (:class:`~spectr_gbv.reference.kernels.BlockWeights`, Sun et al. 2024, Algorithm 2).
+    """
+
     k: int
     rows: list[np.ndarray]
     weights: BlockWeights
@@ -132,12 +149,12 @@ class MultiPathGreedyVerifier(Verifier):
     lossless, structure, citation = class_facts(name)
     symmetric = True
 
-    def prepare(self, batch: VerifyInput) -> _Prepared:
+    def prepare(self, batch: VerifyInput) -> PreparedRows:
         """Select the path, compute its skewed conditionals and BV weights."""
         k = select_path(batch)
         rows = skewed_rows(batch, k)
         weights = block_weights(batch.draft(k), batch.target_probs[k, : batch.L], rows, batch.exact)
-        return _Prepared(k, rows, weights)
+        return PreparedRows(k, rows, weights)
 
     def selected_draft_probability(self, batch: VerifyInput) -> Scalar:
         r"""P(lexicographic maximum of K i.i.d. drafts = x), for ``batch`` = K copies of x.
@@ -152,7 +169,7 @@ class MultiPathGreedyVerifier(Verifier):
             prob = prob * row[int(batch.drafts[0, t])]
         return prob
 
-    def run(self, batch: VerifyInput, prep: _Prepared, chooser: Chooser) -> Emission:
+    def run(self, batch: VerifyInput, prep: PreparedRows, chooser: Chooser) -> Emission:
         """Block verification of the selected path against p with draft law q_skew."""
         x = batch.draft(prep.k)
         tau, law = block_verify(

@@ -362,7 +362,8 @@ def score_tree(
     mix : Fraction
         With ``split="orders"``, the proportional share given at every node above the last
         level: the rule's law becomes :math:`(1 - \\lambda) d + \\lambda q` and every child
-        gets :math:`\\lambda` of every score (:mod:`spectr_gbv.reference.second_chance`); default 0.
+        gets :math:`\\lambda` of every score (the second chances of docs/near_opt_bv.md, "Second
+        chances and the real pair"; ``bench/experiments/second_chance.py``); default 0.
 
     Returns
     -------
@@ -446,7 +447,7 @@ class NearOptBlockVerifier(Verifier):
 
     References
     ----------
-    Issue 18 of this project and ``docs/near_opt_bv.md`` (construction, proof, measurements);
+    ``docs/near_opt_bv.md`` (construction, proof, measurements);
     Sun et al. 2024, arXiv 2403.10444, Algorithm 2 (block verification); Hu et al. 2025,
     arXiv 2502.18779 (the single-step optimum it attains at L = 1).
     """

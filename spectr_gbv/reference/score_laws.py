@@ -242,55 +242,12 @@ def win_probabilities(laws: Sequence[ScoreLaw]) -> list[Fraction]:
     return out
 
 
-def race_integral(density: ScoreLaw, cdfs: Sequence[ScoreLaw], power: int) -> Fraction:
-    r""":math:`\int g(s) \prod_i F_i(s)\, s^m\, ds` exactly, for a density g and CDFs :math:`F_i` of score laws.
-
-    With ``cdfs`` the other drafts' laws and ``power`` 0 it is the win probability of the draft
-    whose law is g (:func:`win_probabilities`); each draft marginalised over q contributes a
-    factor s instead (its score is uniform). On each elementary segment of the union of the
-    breakpoints g is constant and every :math:`F_i` linear, so the integrand is a polynomial,
-    integrated exactly.
-
-    Parameters
-    ----------
-    density : ScoreLaw
-        g: a law (or measure) whose density is integrated against.
-    cdfs : sequence of ScoreLaw
-        The laws whose CDFs multiply the integrand.
-    power : int
-        m >= 0.
-
-    Returns
-    -------
-    Fraction
-
-    References
-    ----------
-    This project (docs/near_opt_bv.md, "Second chances and the real pair").
-    """
-    points = sorted({p for law in (density, *cdfs) for lo, hi, _ in law for p in (lo, hi)})
-    dens = _densities_on(density, points)
-    factors = [(_cdf_on(law, points), _densities_on(law, points)) for law in cdfs]
-    total = Fraction(0)
-    for i, (a, b) in enumerate(zip(points, points[1:], strict=False)):
-        if dens[i] == 0:
-            continue
-        poly = [dens[i]]  # coefficients in u = s - a
-        for cdf_at, dens_on in factors:
-            poly = _times_linear(poly, cdf_at[i], dens_on[i])
-        for _ in range(power):
-            poly = _times_linear(poly, a, Fraction(1))  # s = a + u
-        total += _integral(poly, b - a)
-    return total
-
-
 __all__ = [
     "UNIFORM",
     "ScoreCoverage",
     "ScoreLaw",
     "add_measures",
     "moment",
-    "race_integral",
     "scaled",
     "split_law",
     "top_slice",

@@ -2,8 +2,8 @@
 
 ``spectr-gbv report`` and ``spectr-gbv simulate`` run one exact iteration per (method, K) and,
 with a horizon, one per reachable history view. Their cost spans six orders of magnitude
-(``report --K 8`` on the 2-token default instance: under a minute without the three
-tuple-enumerating methods, about an hour with them), so the commands estimate it first:
+(at ``report --K 8`` on the 2-token default instance the three tuple-enumerating methods
+dominate it), so the commands estimate it first:
 
 * a method on the draft-tuple path (``spectr_gbv_released``, ``independent_bv``,
   ``traversal``, or any method whose structured path does not apply): the kernels it will
@@ -23,7 +23,7 @@ tuple-enumerating methods, about an hour with them), so the commands estimate it
 the fixed cost of each run (the validity defect, gathering the rows): where they dominate the
 total errs low, so a refusal (:func:`check_estimate`) does not stop a run that would have
 finished within the limit because of them. Sampled kernel times vary by tens of percent, and
-so does the estimate (``report --K 6`` on the default instance: 64 s estimated, 53 s run).
+so does the estimate.
 One stage can err high: a method that groups draft tuples by a law key (``sd``,
 ``bv``, ``hsd`` read only the first draft) off its structured path (a float64 instance) is
 counted at one kernel per tuple, but such kernels take well under a millisecond.
@@ -59,8 +59,8 @@ SAMPLE_SECONDS = 0.5
 #: main thread, no other ``SIGALRM`` user); the estimate then counts this much per kernel, a
 #: lower bound.
 KERNEL_SECONDS_CAP = 2.0
-#: Seconds per unit of structured kernel work (evaluations x K x (L+1) x n), as
-#: :data:`~spectr_gbv.simulate.exact.MAX_KERNEL_WORK` assumes (~10 us).
+#: Seconds per unit of structured kernel work (evaluations x K x (L+1) x n): 10 us, the rate
+#: the simulator's refusals above :data:`~spectr_gbv.simulate.exact.MAX_KERNEL_WORK` quote.
 STRUCTURED_UNIT_SECONDS = 1e-5
 #: Methods whose cost is not modelled (counted as 0 s: the estimate is a lower bound): the
 #: table's ``stateful`` and ``needs_instance`` methods (``greedy_bv``, ``lp_oracle``).

@@ -59,21 +59,21 @@ from spectr_gbv.simulate.structured import (
 )
 
 #: Largest number of draft tuples (ordered tuples, or multisets for symmetric verifiers) the
-#: simulator enumerates. Exact kernels cost ~0.3-1 ms each (mdbv: n=3, L=3, K=3, 15,625
-#: tuples in ~7 s on one core), so the limit bounds a run to a few minutes.
+#: simulator enumerates (one exact kernel each, at most), so the limit bounds a run's kernel
+#: evaluations.
 MAX_DRAFT_TUPLES = 200_000
 
 #: A progress bar (:func:`~spectr_gbv.core.progress.progress`: on a terminal, unless quiet) is
-#: shown when at least this many kernels are evaluated (about a second or more of work).
+#: shown when at least this many kernels are evaluated.
 PROGRESS_MIN_KERNELS = 2_000
 
 #: Largest kernel work the simulator starts: kernel evaluations x K x (L + 1) x n (each kernel
-#: reads K drafts' L + 1 target rows of n entries; measured ~10 us per unit on one core, so
-#: the limit bounds a run to about two minutes). Checked before any kernel runs, on the tuple
+#: reads K drafts' L + 1 target rows of n entries, so its cost is about proportional to this
+#: count; the messages estimate 10 us per unit). Checked before any kernel runs, on the tuple
 #: path (tuples) and on a structured path (its estimate).
 MAX_KERNEL_WORK = 10_000_000
 
-#: A progress bar is also shown from this much kernel work on (about a second).
+#: A progress bar is also shown from this much kernel work on.
 PROGRESS_MIN_WORK = 100_000
 
 #: Float instances: ``lossless`` means ``validity_defect <= FLOAT_DEFECT_TOL``.
@@ -352,6 +352,235 @@ def _enumerate_tuples(
     return law, len(groups)
 
 
+@dataclass(frozen=True)
+class ExactPlan:
+    """What :func:`run_exact` will enumerate and average, checked against the limits before any kernel runs.
+
+    Built by :func:`plan_exact`; a plan that exists passed every limit that can be decided
+    before the kernels run (the tuple route still checks ``max_work`` after grouping by
+    :meth:`~spectr_gbv.reference.Verifier.law_key`).
+
+    Attributes
+    ----------
+    verifier : Verifier
+        The resolved verifier.
+    instance : Instance
+        The instance (exact or float64).
+    K : int
+        Drafts per iteration, >= 1.
+    table : DraftTable
+        The m drafts of positive probability with their rows.
+    multisets : bool
+        Draft multisets (a ``symmetric`` verifier) rather than ordered tuples.
+    num_draft_tuples : int
+        Ordered tuples ``m^K`` or multisets ``C(m + K - 1, K)``, capped at
+        :data:`~spectr_gbv.simulate.structured.ESTIMATE_CAP`.
+    per_kernel : int
+        Work units of one kernel evaluation on the tuple route, ``K x (L + 1) x n``.
+    route : str
+        ``"structured"`` (the verifier's declared shape, :mod:`spectr_gbv.simulate.structured`)
+        or ``"tuples"`` (every tuple or multiset, grouped by law key).
+    structured_kernels : int or None
+        The structured path's kernel estimate (capped), or None when it does not apply.
+    structured_step : int
+        Work units of one structured kernel evaluation (``(L + 1) x n`` for ``draft_scan``,
+        else ``K x (L + 1) x n``); 0 on the tuple route.
+    max_tuples, max_work : int
+        The limits the run keeps to (:func:`simulate_exact`).
+    tuple_refusal : str or None
+        On the structured route, the :class:`EnumerationTooLargeError` message the tuple route
+        would raise if the structured path gives up at run time; None when that route is allowed.
+    """
+
+    verifier: Verifier
+    instance: Instance
+    K: int
+    table: DraftTable
+    multisets: bool
+    num_draft_tuples: int
+    per_kernel: int
+    route: str
+    structured_kernels: int | None
+    structured_step: int
+    max_tuples: int
+    max_work: int
+    tuple_refusal: str | None
+
+
+def _resolve_verifier(method: Any) -> Verifier:
+    """A registered name's verifier, or a user's rule (:func:`~spectr_gbv.reference.user_rules.resolve_rule`)."""
+    if isinstance(method, str) and method in available_methods():
+        return get_verifier(method)
+    _, resolved = resolve_rule(method)
+    return resolved if resolved is not None else get_verifier(method)
+
+
+def _tuple_refusal(
+    plan_count: int,
+    m: int,
+    n: int,
+    L: int,
+    K: int,
+    multisets: bool,
+    max_tuples: int,
+    shape: str | None,
+    estimate: int | None,
+) -> str | None:
+    """The tuple route's refusal message when ``plan_count`` exceeds ``max_tuples``, else None."""
+    if plan_count <= max_tuples:
+        return None
+    kind = "draft multisets" if multisets else "ordered draft tuples"
+    path = ""
+    if estimate is not None:
+        need = "over 10^18" if estimate >= ESTIMATE_CAP else _count_text(estimate)
+        path = f"; the {shape} path would need {need} kernel evaluations"
+    return (
+        f"n={n}, L={L}, K={K}: {_count_text(plan_count)} {kind} over {m} drafts of positive probability "
+        f"exceed the limit {max_tuples}{path}"
+    )
+
+
+def plan_exact(
+    instance: Instance,
+    method: Any,
+    num_drafts: int,
+    *,
+    max_tuples: int = MAX_DRAFT_TUPLES,
+    fast: bool = True,
+    max_work: int = MAX_KERNEL_WORK,
+) -> ExactPlan:
+    """Resolve the verifier, count what one exact iteration enumerates, choose the route and check the limits.
+
+    Parameters are those of :func:`simulate_exact`. The structured route is chosen when
+    ``fast``, the verifier declares a shape, the instance is exact and the shape's kernel
+    estimate is at most ``max_tuples``; otherwise the tuple route.
+
+    Returns
+    -------
+    ExactPlan
+
+    Raises
+    ------
+    ValueError
+        Unknown method, K < 1.
+    TypeError
+        ``instance`` is not an :class:`~spectr_gbv.core.Instance`.
+    EnumerationTooLargeError
+        The structured route's work above ``max_work``, or the tuple route's count above
+        ``max_tuples`` (the message names n, L, K, the count and the time estimate).
+    """
+    verifier = _resolve_verifier(method)
+    K = num_drafts
+    if not isinstance(K, int | np.integer) or isinstance(K, bool) or K < 1:
+        raise ValueError(f"num_drafts (K) must be an int >= 1, got {K!r}")
+    K = int(K)
+    if not isinstance(instance, Instance):
+        raise TypeError(f"instance: expected an Instance, got {type(instance).__name__}")
+    n, L = instance.n, instance.L
+    table = DraftTable.from_instance(instance)
+    m, multisets = len(table.tokens), verifier.symmetric
+    count = count_draft_tuples(m, K, multisets, cap=ESTIMATE_CAP)
+    per_kernel = K * (L + 1) * n
+    estimate = structured_kernels(verifier, instance, K) if fast else None
+    shape = declared_structure(verifier) if estimate is not None else None
+    refusal = _tuple_refusal(count, m, n, L, K, multisets, max_tuples, shape, estimate)
+    route, step = "tuples", 0
+    if estimate is not None and estimate <= max_tuples:
+        # a draft_scan step reads one draft; the other shapes' kernels read K (or c <= K) drafts
+        step, step_text = ((L + 1) * n, "(L+1) x n") if shape == "draft_scan" else (per_kernel, "K x (L+1) x n")
+        if estimate * step > max_work:
+            raise EnumerationTooLargeError(
+                f"n={n}, L={L}, K={K}: the {shape} path needs {_count_text(estimate)} kernel evaluations "
+                f"x {step_text} = {_work_text(estimate * step)}, above max_work={max_work}"
+            )
+        route = "structured"
+    elif refusal is not None:
+        raise EnumerationTooLargeError(refusal)
+    return ExactPlan(
+        verifier=verifier,
+        instance=instance,
+        K=K,
+        table=table,
+        multisets=multisets,
+        num_draft_tuples=count,
+        per_kernel=per_kernel,
+        route=route,
+        structured_kernels=estimate,
+        structured_step=step,
+        max_tuples=max_tuples,
+        max_work=max_work,
+        tuple_refusal=refusal,
+    )
+
+
+def run_exact(plan: ExactPlan) -> ExactResult:
+    """Execute a plan of :func:`plan_exact`: the output law, E[tau] and the validity defect.
+
+    On the structured route a path that gives up at run time (its own limit, or a structure
+    it cannot use) falls back to the tuple route, which raises ``plan.tuple_refusal`` if set.
+
+    Returns
+    -------
+    ExactResult
+        As :func:`simulate_exact` returns.
+
+    Raises
+    ------
+    EnumerationTooLargeError
+        The tuple route's grouped kernel work above ``plan.max_work``, or the fallback's
+        refusal (above).
+    """
+    verifier, instance, K, table = plan.verifier, plan.instance, plan.K, plan.table
+    exact, L = instance.exact, instance.L
+    zero: Scalar = Fraction(0) if exact else 0.0
+    diag: dict[str, Any] = {
+        "clamped": 0,
+        "clamped_draft_mass": zero,
+        "residual_fallbacks": 0,
+        "fallback_draft_mass": zero,
+    }
+    structured: StructuredLaw | None = None
+    if plan.route == "structured":
+        estimate, step = plan.structured_kernels or 0, plan.structured_step
+        quiet = True if estimate < PROGRESS_MIN_KERNELS and estimate * step < PROGRESS_MIN_WORK else None
+        with progress(estimate, f"{verifier.name} K={K}", quiet=quiet, unit="kernel") as bar:
+            try:
+                structured = structured_law(verifier, instance, table, K, plan.max_tuples, bar)
+            except (StructureTooLargeError, StructureError):
+                structured = None  # the tuple enumeration below decides (or refuses)
+    count = plan.num_draft_tuples
+    if structured is not None:
+        law = structured.law
+        enumeration, num_kernels = structured.structure, structured.num_kernels
+        # the run was allowed, so K <= max_tuples: the exact count is a cheap big integer
+        count = count_draft_tuples(len(table.tokens), K, plan.multisets)
+    else:
+        if plan.tuple_refusal is not None:
+            raise EnumerationTooLargeError(plan.tuple_refusal)
+        law, num_kernels = _enumerate_tuples(verifier, table, K, exact, diag, plan.per_kernel, plan.max_work)
+        enumeration = "multiset" if plan.multisets else "ordered"
+
+    defect = validity_defect(instance.target, law, L)
+    tol = (verifier.kernel_tolerance if exact else FLOAT_DEFECT_TOL) or None
+    lossless = bool(defect == 0) if tol is None else bool(defect <= tol)
+    return ExactResult(
+        method=verifier.name,
+        K=K,
+        L=L,
+        n=instance.n,
+        exact=exact,
+        expected_accepted=expected_accepted(law),
+        validity_defect=defect,
+        lossless=lossless,
+        tolerance=tol,
+        output_law=law,
+        num_draft_tuples=count,
+        enumeration=enumeration,
+        num_kernels=num_kernels,
+        diagnostics=diag,
+    )
+
+
 def simulate_exact(
     instance: Instance,
     method: Any,
@@ -366,6 +595,10 @@ def simulate_exact(
     .. math::
         a(o) = \sum_X \prod_k q(X^{(k)})\, P(O = o\mid X),\qquad
         E[\tau] = \sum_o a(o)(|o| - 1)
+
+    Plan, then run: :func:`plan_exact` resolves the verifier, counts what will be enumerated,
+    chooses the route and checks every limit it can before a kernel runs; :func:`run_exact`
+    executes that plan.
 
     Parameters
     ----------
@@ -411,86 +644,9 @@ def simulate_exact(
     >>> simulate_exact(default_instance(), "mdbv", 2).expected_accepted
     Fraction(61, 36)
     """
-    if isinstance(method, str) and method in available_methods():
-        verifier = get_verifier(method)
-    else:
-        _, resolved = resolve_rule(method)
-        verifier = resolved if resolved is not None else get_verifier(method)
-    K = num_drafts
-    if not isinstance(K, int | np.integer) or isinstance(K, bool) or K < 1:
-        raise ValueError(f"num_drafts (K) must be an int >= 1, got {K!r}")
-    K = int(K)
-    if not isinstance(instance, Instance):
-        raise TypeError(f"instance: expected an Instance, got {type(instance).__name__}")
-    n, L, exact = instance.n, instance.L, instance.exact
-    table = DraftTable.from_instance(instance)
-    m = len(table.tokens)
-    multisets = verifier.symmetric
-    count = count_draft_tuples(m, K, multisets, cap=ESTIMATE_CAP)
-    per_kernel = K * (L + 1) * n
-    zero: Scalar = Fraction(0) if exact else 0.0
-    diag: dict[str, Any] = {
-        "clamped": 0,
-        "clamped_draft_mass": zero,
-        "residual_fallbacks": 0,
-        "fallback_draft_mass": zero,
-    }
-    estimate = structured_kernels(verifier, instance, K) if fast else None
-    structured: StructuredLaw | None = None
-    if estimate is not None and estimate <= max_tuples:
-        shape = declared_structure(verifier)
-        # a draft_scan step reads one draft; the other shapes' kernels read K (or c <= K) drafts
-        step, step_text = ((L + 1) * n, "(L+1) x n") if shape == "draft_scan" else (per_kernel, "K x (L+1) x n")
-        if estimate * step > max_work:
-            raise EnumerationTooLargeError(
-                f"n={n}, L={L}, K={K}: the {shape} path needs {_count_text(estimate)} kernel evaluations "
-                f"x {step_text} = {_work_text(estimate * step)}, above max_work={max_work}"
-            )
-        quiet = True if estimate < PROGRESS_MIN_KERNELS and estimate * step < PROGRESS_MIN_WORK else None
-        with progress(estimate, f"{verifier.name} K={K}", quiet=quiet, unit="kernel") as bar:
-            try:
-                structured = structured_law(verifier, instance, table, K, max_tuples, bar)
-            except (StructureTooLargeError, StructureError):
-                structured = None  # the tuple enumeration below decides (or refuses)
-    if structured is not None:
-        law = structured.law
-        enumeration, num_kernels = structured.structure, structured.num_kernels
-        # the run was allowed, so K <= max_tuples: the exact count is a cheap big integer
-        count = count_draft_tuples(m, K, multisets)
-    else:
-        if count > max_tuples:
-            kind = "draft multisets" if multisets else "ordered draft tuples"
-            path = ""
-            if estimate is not None:
-                need = "over 10^18" if estimate >= ESTIMATE_CAP else _count_text(estimate)
-                path = f"; the {declared_structure(verifier)} path would need {need} kernel evaluations"
-            raise EnumerationTooLargeError(
-                f"n={n}, L={L}, K={K}: {_count_text(count)} {kind} over {m} drafts of positive probability "
-                f"exceed the limit {max_tuples}{path}"
-            )
-        law, num_kernels = _enumerate_tuples(verifier, table, K, exact, diag, per_kernel, max_work)
-        enumeration = "multiset" if multisets else "ordered"
-
-    defect = validity_defect(instance.target, law, L)
-    tol = (verifier.kernel_tolerance if exact else FLOAT_DEFECT_TOL) or None
-    lossless = bool(defect == 0) if tol is None else bool(defect <= tol)
-    return ExactResult(
-        method=verifier.name,
-        K=K,
-        L=L,
-        n=n,
-        exact=exact,
-        expected_accepted=expected_accepted(law),
-        validity_defect=defect,
-        lossless=lossless,
-        tolerance=tol,
-        output_law=law,
-        num_draft_tuples=count,
-        enumeration=enumeration,
-        num_kernels=num_kernels,
-        diagnostics=diag,
+    return run_exact(
+        plan_exact(instance, method, num_drafts, max_tuples=max_tuples, fast=fast, max_work=max_work)
     )
-
 
 __all__ = [
     "FLOAT_DEFECT_TOL",
@@ -500,9 +656,12 @@ __all__ = [
     "PROGRESS_MIN_WORK",
     "DraftTable",
     "EnumerationTooLargeError",
+    "ExactPlan",
     "ExactResult",
     "count_draft_tuples",
     "expected_accepted",
+    "plan_exact",
+    "run_exact",
     "simulate_exact",
     "validity_defect",
 ]

@@ -1,6 +1,6 @@
 """Sweeps: a declared grid of instances x methods x K run on Ray into a Parquet dataset.
 
-The layer sits above ``simulate`` and ``validate`` and below ``cli``. Modules:
+The layer sits above ``simulate`` and ``validate`` and below ``realpair`` and ``cli``. Modules:
 
 * :mod:`spectr_gbv.sweep.schema`: the Parquet table's columns, key and measures (a public contract);
 * :mod:`spectr_gbv.sweep.grid`: :class:`~spectr_gbv.sweep.grid.SweepGrid` (TOML file or CLI
@@ -17,9 +17,12 @@ The layer sits above ``simulate`` and ``validate`` and below ``cli``. Modules:
 * :mod:`spectr_gbv.sweep.runner`: :func:`~spectr_gbv.sweep.runner.run_sweep` (Ray, resumable,
   retried);
 * :mod:`spectr_gbv.sweep.summary`: :func:`~spectr_gbv.sweep.summary.summarize`, the tables and
-  plots of a finished sweep;
-* :mod:`spectr_gbv.sweep.bench`: the real-model bench grid on Ray, one configuration per task
-  (one GPU each when the cluster has GPUs).
+  plots of a finished sweep.
+
+An application runs its own tasks through the same machinery (:func:`~spectr_gbv.sweep.runner.drive`,
+:class:`~spectr_gbv.sweep.store.SweepStore` with its own schema and key, described by a
+:class:`~spectr_gbv.sweep.schema.TableKind`); nothing here imports an application (the real-model
+bench sweep, :mod:`spectr_gbv.realpair.sweep_task`, is wired in by the CLI).
 
 Nothing is imported here: ray and pyarrow (the ``sweep`` extra) are imported only when a
 sweep runs or a dataset is read, so ``import spectr_gbv.sweep`` costs nothing.

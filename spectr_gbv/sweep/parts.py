@@ -12,10 +12,10 @@ number in every reader (pandas, pyarrow, polars, DuckDB); the hash is what catch
 * its rows do not hash to the recorded :data:`HASH_FIELD` (a flipped byte in a page).
 
 Parts written before the hash existed carry none and are read unchecked. :func:`read_table`
-(resume, ``sweep summarize``, :func:`~spectr_gbv.sweep.bench.read_bench_rows`) reads every part
-through :func:`read_part`; :func:`check_parts` (``spectr-gbv sweep verify DIR``) reports every bad
-part of a folder instead of stopping at the first. pandas, polars and DuckDB read the folder
-without this check: run ``spectr-gbv sweep verify DIR`` (or :func:`check_parts`) to learn whether
+(resume, ``sweep summarize``, an application's own readers) reads every part through
+:func:`read_part`; :func:`check_parts` (``spectr-gbv sweep verify DIR``) reports every bad part
+of a folder instead of stopping at the first. pandas, polars and DuckDB read the folder without
+this check: run ``spectr-gbv sweep verify DIR`` (or :func:`check_parts`) to learn whether
 they would read a damaged part. Needs pyarrow (the ``sweep`` extra).
 """
 
@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from spectr_gbv.sweep.schema import KEY, arrow_schema
+from spectr_gbv.sweep.schema import KEY, TableKind, arrow_schema
 
 #: Key of the sweep's JSON record in the Parquet key-value metadata (of each part and of the provenance).
 METADATA_KEY = "spectr_gbv.sweep"
@@ -251,17 +252,20 @@ def check_parts(directory: str | Path, *, schema: Any = None, key: tuple[str, ..
     return PartsReport(len(files), rows, unhashed, duplicates, tuple(bad))
 
 
-def verify_folder(directory: str | Path) -> PartsReport:
+def verify_folder(directory: str | Path, kinds: Sequence[TableKind] = ()) -> PartsReport:
     """:func:`check_parts` with the schema and key the folder's provenance names (``spectr-gbv sweep verify``).
 
-    A folder keyed by :data:`~spectr_gbv.sweep.bench.BENCH_KEY` (a ``sweep bench`` dataset) is
-    checked against :func:`~spectr_gbv.sweep.bench.bench_schema`; any other folder (or one without
-    provenance) against the exact sweep's :func:`~spectr_gbv.sweep.schema.arrow_schema`.
+    A folder whose recorded key is that of one of ``kinds`` is checked against that kind's schema
+    and key; any other folder (or one without provenance) against the exact sweep's
+    :func:`~spectr_gbv.sweep.schema.arrow_schema`.
 
     Parameters
     ----------
     directory : str or Path
         A sweep folder.
+    kinds : sequence of TableKind
+        The other tables the caller knows (``spectr-gbv sweep verify`` passes the real-model bench
+        sweep's); default none.
 
     Returns
     -------
@@ -272,12 +276,13 @@ def verify_folder(directory: str | Path) -> PartsReport:
     ValueError
         ``directory`` is not a folder, or its provenance file is not a sweep's.
     """
-    from spectr_gbv.sweep.bench import BENCH_KEY, bench_schema
     from spectr_gbv.sweep.store import read_provenance
 
     record = read_provenance(directory)
-    if record is not None and record.get("key") == list(BENCH_KEY):
-        return check_parts(directory, schema=bench_schema(), key=BENCH_KEY)
+    if record is not None:
+        for kind in kinds:
+            if record.get("key") == list(kind.key):
+                return check_parts(directory, schema=kind.schema(), key=kind.key)
     return check_parts(directory)
 
 

@@ -173,8 +173,21 @@ def worker_pythonpath(grid: SweepGrid) -> str | None:
     return os.pathsep.join(dict.fromkeys(folders))
 
 
-def _import_backends() -> Any:
-    """``ray`` (and a check that pyarrow imports), or ImportError with :data:`INSTALL_HINT`."""
+def import_backends() -> Any:
+    """The ``ray`` module, after checking that pyarrow imports too (the ``sweep`` extra).
+
+    Every sweep driver (:func:`run_sweep`, an application's) calls it before touching a folder.
+
+    Returns
+    -------
+    module
+        ``ray``.
+
+    Raises
+    ------
+    ImportError
+        ray or pyarrow is missing; the message starts with :data:`INSTALL_HINT`.
+    """
     try:
         import pyarrow  # noqa: F401
         import ray
@@ -273,7 +286,7 @@ def drive(
     ----------
     ray : module
     pending : list
-        Items to run, in order (tasks of a grid, bench configurations).
+        Items to run, in order (tasks of a grid, an application's configurations).
     submit : callable
         ``submit(item) -> ObjectRef`` of a task returning the item's rows (a list of dicts).
     name : callable
@@ -283,7 +296,7 @@ def drive(
     result : SweepResult
         The counts so far (total, skipped); returned updated.
     label : str
-        The progress bar's and failure lines' label (``"sweep"``, ``"sweep bench"``).
+        The progress bar's and failure lines' label (``"sweep"``, or the application's).
     window : int
         Largest number of tasks in flight.
     show_progress : bool
@@ -414,7 +427,7 @@ def run_sweep(
         Ctrl-C (a KeyboardInterrupt) stopped the sweep; it carries the counts so far.
     """
     start = time.perf_counter()
-    ray = _import_backends()
+    ray = import_backends()
     from spectr_gbv.sweep.store import SweepStore
 
     if address is not None and not ray.is_initialized():
@@ -470,6 +483,7 @@ __all__ = [
     "SweepResult",
     "check_address",
     "drive",
+    "import_backends",
     "run_sweep",
     "start_ray",
     "worker_pythonpath",

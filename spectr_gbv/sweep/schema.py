@@ -7,12 +7,19 @@ were requested (the CIC bounds, the LP optima). Exact values are kept as strings
 requested, or that failed, is null. :data:`KEY` identifies a row: the writer never stores two
 rows with the same key, and a rerun skips keys already present.
 
+Another table (an application's, with its own columns and key) is described by a
+:class:`TableKind`, which the application builds and hands to the readers and writers that take
+one (:class:`~spectr_gbv.sweep.store.SweepStore`, :func:`~spectr_gbv.sweep.parts.verify_folder`);
+nothing in this package names an application's table.
+
 pyarrow is imported only inside :func:`arrow_schema` (the ``sweep`` extra), so importing this
 module costs nothing on a base install.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 #: Column name -> pyarrow type name, in table order. The first 16 are the stable names (docs/sweep.md).
@@ -62,4 +69,28 @@ def arrow_schema() -> Any:
     return pa.schema([pa.field(name, types[kind]) for name, kind in COLUMNS.items()])
 
 
-__all__ = ["COLUMNS", "KEY", "MEASURES", "arrow_schema"]
+@dataclass(frozen=True)
+class TableKind:
+    """A sweep table other than the exact sweep's: its name, key columns and schema.
+
+    An application that stores its own rows through :class:`~spectr_gbv.sweep.store.SweepStore`
+    describes its table with one of these and passes it to the readers that must recognise a
+    folder of that table (:func:`~spectr_gbv.sweep.parts.verify_folder`). A folder is of this
+    kind when the key recorded in its provenance equals :attr:`key`.
+
+    Attributes
+    ----------
+    name : str
+        A short label (``"bench"``).
+    key : tuple of str
+        The columns that identify a row, in order.
+    schema : callable
+        ``() -> pyarrow.Schema``; may raise ImportError when pyarrow is missing.
+    """
+
+    name: str
+    key: tuple[str, ...]
+    schema: Callable[[], Any]
+
+
+__all__ = ["COLUMNS", "KEY", "MEASURES", "TableKind", "arrow_schema"]

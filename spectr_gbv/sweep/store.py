@@ -31,8 +31,8 @@ of its rows in its own key-value metadata; every part read is checked
 :class:`~spectr_gbv.sweep.parts.PartError` naming it). Needs pyarrow and filelock (the ``sweep``
 extra).
 
-Another table (e.g. the bench sweep's, :mod:`spectr_gbv.sweep.bench`) goes through the same
-writer with the optional ``schema`` and ``key`` arguments of :class:`SweepStore` and
+Another table (an application's, described by a :class:`~spectr_gbv.sweep.schema.TableKind`) goes
+through the same writer with the optional ``schema`` and ``key`` arguments of :class:`SweepStore` and
 :func:`read_table`; the default is the exact sweep's table. A folder keeps one key: a store
 whose key differs from the one recorded in its provenance refuses to write there.
 

@@ -10,7 +10,17 @@
   configs); importing it needs ``hypothesis``;
 * :mod:`spectr_gbv.testing.plugin` - the pytest plugin (entry point ``spectr_gbv`` of group
   ``pytest11``): fixtures ``spectr_validate``, ``spectr_instance``, ``spectr_budget`` and the
-  option ``--spectr-budget``.
+  option ``--spectr-budget``;
+* :mod:`spectr_gbv.testing.mutants` - planted bugs, fixtures for a checker's own tests: mutants
+  of the reference verifiers (registries ``MUTANTS``, ``CHAIN_MUTANTS``, ``COVERAGE_MUTANTS``,
+  ``DIAGNOSIS_MUTANTS``, ``VOCAB_MUTANTS``, ``ROBUSTNESS_MUTANTS``), each reproducing one public
+  bug class and carrying ``bug``, the diagnosis the harness must report (its expected verdict:
+  fail with that tag), beside correct verifiers (``CORRECT``, ``CHAIN_CORRECT``: ``bug == "ok"``,
+  expected to pass); planted-bug generation loops and kernels
+  (:mod:`~spectr_gbv.testing.mutants.generation_bugs`,
+  :mod:`~spectr_gbv.testing.mutants.kernel_loops`) with their correct loops
+  (:mod:`~spectr_gbv.testing.mutants.generation_loops`). ``spectr-gbv validate
+  spectr_gbv.testing.mutants:reused_uniform`` runs one from the command line.
 
 Nothing here imports torch, and the harness is imported on first use, so loading the pytest
 plugin costs nothing until a fixture or :func:`assert_lossless` is used.
@@ -28,8 +38,9 @@ def property_settings(max_examples: int = 20, **kwargs: Any) -> Any:
     """Hypothesis settings for a property test whose examples each run the harness.
 
     Every example is a full harness run (seconds), so the defaults of hypothesis do not fit:
-    no deadline, no shrinking (each shrink step would rerun the harness: a failing test then
-    took minutes), at most ``max_examples`` examples, and the "too slow" health check off.
+    no deadline, no shrinking (each shrink step would rerun the harness, so a failing test would
+    run many more harness runs than it has examples), at most ``max_examples`` examples, and the
+    "too slow" health check off.
     The run time is bounded by ``max_examples`` harness runs.
 
     Parameters
@@ -137,7 +148,7 @@ def assert_lossless(
     Examples
     --------
     >>> from spectr_gbv.core import random_instance
-    >>> from spectr_gbv.validate.mutants import correct_sd, zero_coin_accepts
+    >>> from spectr_gbv.testing.mutants import correct_sd, zero_coin_accepts
     >>> assert_lossless(correct_sd, level="exact", instances=[(random_instance(2, 1, 0), 1)]).passed
     True
     >>> assert_lossless(zero_coin_accepts, instances=[(random_instance(2, 1, 0), 1)])
@@ -218,7 +229,7 @@ def assert_generation_lossless(generate: Callable[..., Any], *, confirm: bool = 
 
     Examples
     --------
-    >>> from spectr_gbv.validate.mutants.generation_loops import speculative_generate
+    >>> from spectr_gbv.testing.mutants.generation_loops import speculative_generate
     >>> assert_generation_lossless(speculative_generate, pairs=["far"]).passed  # doctest: +SKIP
     True
     """

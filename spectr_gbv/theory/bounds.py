@@ -20,7 +20,7 @@ import numpy as np
 
 from spectr_gbv.core.numbers import Scalar, check_distribution, safe_divide, scalar_one, sum_exact
 from spectr_gbv.core.tabular import TabularAR
-from spectr_gbv.theory._checks import check_models
+from spectr_gbv.theory.checks import check_models
 
 
 def _prefix_levels(

@@ -9,9 +9,9 @@ solved by ``scipy.optimize.linprog(method="highs")`` in float64 with sparse cons
 matrices, one exactly redundant row dropped (THEORY.md section 5, pitfall), and the returned
 kernel is re-checked in exact rational arithmetic (:class:`LPResult` fields ``*_defect``).
 OPT(K) LPs above :data:`COLGEN_MIN_NONZEROS` are solved by column generation over priority
-orders of the prefix tree (``spectr_gbv.theory._lp_colgen``): an exactly equivalent LP whose
-master has the size of the prefix tree, not of the multisets (n = 4, L = 3, K = 3 in about
-20 s instead of more than a minute; docs/results/lp_frontier.md). Before anything is built, an
+orders of the prefix tree (:mod:`spectr_gbv.theory.lp_colgen`): an exactly equivalent LP whose
+master has the size of the prefix tree, not of the multisets (docs/results/lp_frontier.md).
+Before anything is built, an
 LP whose estimated peak memory (:func:`estimate_lp_memory`) exceeds
 :data:`MAX_LP_MEMORY_SHARE` of :func:`machine_memory`, or whose nonzeros exceed
 :data:`MAX_LP_NONZEROS`, is refused with a one-line :class:`LPTooLargeError`.
@@ -33,10 +33,10 @@ import numpy as np
 
 from spectr_gbv.core.progress import ProgressBar, progress
 from spectr_gbv.core.tabular import TabularAR
-from spectr_gbv.theory import _lp_build as build
-from spectr_gbv.theory import _lp_colgen as colgen
-from spectr_gbv.theory._checks import check_models
-from spectr_gbv.theory._lp_check import check_opt, check_ot, exact
+from spectr_gbv.theory import lp_build as build
+from spectr_gbv.theory import lp_colgen as colgen
+from spectr_gbv.theory.checks import check_models
+from spectr_gbv.theory.lp_check import check_opt, check_ot, exact
 
 #: Largest number of constraint-matrix nonzeros a plain LP (OT(K), small OPT(K)) may have
 #: before it is refused by default, next to the memory estimate (:func:`estimate_lp_memory`);
@@ -44,13 +44,12 @@ from spectr_gbv.theory._lp_check import check_opt, check_ot, exact
 MAX_LP_NONZEROS = 20_000_000
 
 #: OPT(K) LPs with at most this many plain-LP nonzeros are solved as the plain multiset LP
-#: (a basic solution: small kernels whose entries snap to exact rationals, and under a second
-#: on this machine); larger ones by column generation (``spectr_gbv.theory._lp_colgen``).
+#: (a basic solution: small kernels whose entries snap to exact rationals); larger ones by
+#: column generation (:mod:`spectr_gbv.theory.lp_colgen`).
 COLGEN_MIN_NONZEROS = 100_000
 
 #: Column generation is refused on prefix trees with more nodes than this (its time grows
-#: about as nodes^2.6 at K = 1 on this machine: 201 nodes 20 s, 401 nodes 124 s), before it
-#: starts; e.g. n = 2000, L = 1 (2,001 nodes, hours).
+#: about as nodes^2.6 at K = 1), before it starts; e.g. n = 2000, L = 1 (2,001 nodes).
 MAX_COLGEN_NODES = 500
 
 #: Share of the machine's memory (:func:`machine_memory`) an LP may be estimated to need
@@ -58,11 +57,11 @@ MAX_COLGEN_NODES = 500
 MAX_LP_MEMORY_SHARE = 0.5
 
 #: Factor applied to the fitted memory model of :func:`estimate_lp_memory` (the fit is within
-#: 1.3x of the peaks measured; HiGHS's factorisation fill can grow faster than linearly).
+#: 1.3x of the peaks it was fitted to; HiGHS's factorisation fill can grow faster than linearly).
 LP_MEMORY_SAFETY = 2.0
 
-#: LPs with at least this many constraint nonzeros (about a second to build, solve and
-#: recheck) show a progress line (:func:`~spectr_gbv.core.progress.progress`).
+#: LPs with at least this many constraint nonzeros show their stages (build, solve, exact
+#: recheck) on a progress line (:func:`~spectr_gbv.core.progress.progress`).
 LP_PROGRESS_NONZEROS = 50_000
 
 Draft = tuple[int, ...]
@@ -106,8 +105,8 @@ def machine_memory() -> int:
     return total
 
 
-#: Memory model constants (bytes), fitted to peak RSS above the interpreter's, measured with
-#: ``resource.getrusage`` on a 2-core machine (docs/results/lp_frontier.md): a plain LP
+#: Memory model constants (bytes), fitted to peak RSS above the interpreter's
+#: (``resource.getrusage``; docs/results/lp_frontier.md): a plain LP
 #: (OT(K), OPT(K) with ``_method="full"``) costs about 650 B per nonzero in HiGHS plus the
 #: kernel read back; the column-generation OPT(K) costs per multiset (key and row dict) and
 #: per kernel entry, bounded by the plain LP's kernel variables; the exact recheck holds about
@@ -125,7 +124,7 @@ def estimate_lp_memory(
 ) -> int:
     r"""Estimated peak memory (bytes, safety factor included) of solving and rechecking one LP.
 
-    The model, fitted on measured peaks (see :data:`LP_MEMORY_SAFETY`):
+    The model, fitted to peak RSS (see :data:`LP_MEMORY_SAFETY`):
 
     - plain LP (``kind="ot"``, or OPT with ``method="full"``):
       :math:`700\,\mathrm{nnz} + 2000\,\mathrm{rows}` (HiGHS's matrix copies and factors, the
@@ -457,7 +456,7 @@ def optimal_lossless(
 
     with :math:`a(o)=\sum_M w(M,o)`; o ranges over (a prefix of length 0..L of a draft in M)
     + one token. Validity is imposed through the sparse recursion
-    :math:`A(zv) = p(v|z)A(z) + a(zv)` (see ``_lp_build``), one redundant row dropped.
+    :math:`A(zv) = p(v|z)A(z) + a(zv)` (see :mod:`~spectr_gbv.theory.lp_build`), one redundant row dropped.
 
     Parameters
     ----------

@@ -41,7 +41,7 @@ from scipy import sparse
 from scipy.optimize import linprog
 
 from spectr_gbv.core.tabular import TabularAR
-from spectr_gbv.theory._checks import check_models
+from spectr_gbv.theory.checks import check_models
 
 #: Refuse instances with more draft blocks of positive probability than this (the LP has one
 #: variable per block and per prefix).

@@ -10,10 +10,10 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from spectr_gbv.cli.main import main  # noqa: E402
-from spectr_gbv.gpu.bench import extras as bench_extras  # noqa: E402
-from spectr_gbv.gpu.bench import runner as benchmark  # noqa: E402
-from tests.gpu.bench.test_benchmark import Recorder, toy_encode  # noqa: E402
+from spectr_gbv.realpair import extras as bench_extras  # noqa: E402
+from spectr_gbv.realpair import runner as benchmark  # noqa: E402
 from tests.gpu.tiny_models import perturbed_copy, tiny_llama  # noqa: E402
+from tests.realpair.test_benchmark import Recorder, toy_encode  # noqa: E402
 
 SMALL = ["--datasets", "cpython", "--prompts", "1", "--max-new-tokens", "6", "--K", "1,2", "--L", "2", "--T", "1.0"]
 SMALL += ["--methods", "sd,mdbv", "--quiet", "--threads", "1", "--device", "cpu"]
@@ -107,7 +107,7 @@ def test_bad_options_exit_2_with_one_line(capsys, monkeypatch, argv, message):
 
 def test_missing_distilled_draft_is_a_usage_error(capsys, monkeypatch):
     def no_draft(*args, **kwargs):
-        raise ImportError("No module named 'spectr_gbv.gpu.models.draft'")
+        raise ImportError("No module named 'spectr_gbv.realpair.models.draft'")
 
     monkeypatch.setattr(benchmark, "load_models", no_draft)
     code, out, err = run_cli(capsys, "bench", "--device", "cpu", "--quiet")

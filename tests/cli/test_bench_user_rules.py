@@ -9,8 +9,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from spectr_gbv.gpu.bench import runner as benchmark  # noqa: E402
-from spectr_gbv.gpu.bench.config import PRESETS, build_grid  # noqa: E402
+from spectr_gbv.realpair import runner as benchmark  # noqa: E402
+from spectr_gbv.realpair.config import PRESETS, build_grid  # noqa: E402
 from tests.cli.test_bench_cli import run_cli, tiny  # noqa: E402, F401 - the tiny-model fixture
 
 MOD = "tests.gpu.own_kernels"

@@ -17,8 +17,8 @@ import pytest
 from spectr_gbv.cli.common import EXIT_OUTPUT_ERROR, MAX_EXACT_DIGITS, UsageError, exact_output
 from spectr_gbv.cli.main import main
 from spectr_gbv.core.instance import default_instance
+from spectr_gbv.ledger.report import build_report
 from spectr_gbv.simulate.estimate import RunTooLongError, StageEstimate, check_estimate, history_views
-from spectr_gbv.simulate.report import build_report
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 

@@ -1,7 +1,7 @@
 """`spectr-gbv report` fits a terminal: 100 columns, about 80 lines by default, every column defined, a summary.
 
-The default report is built once (module fixture, about 10 s); the other instances run with the SpecTr-GBV
-ledger only (the field ledger's batteries are what take time), each in about a second.
+The default report is built once (module fixture); the other instances run with the SpecTr-GBV
+ledger only (the field ledger's batteries are what take time).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from spectr_gbv.cli.main import main
 from spectr_gbv.cli.report_text import WIDTH, render
 from spectr_gbv.core.instance import default_instance, random_instance
 from spectr_gbv.core.methods import METHOD_TABLE, SUMMARY_MAX_LEN, method_spec
-from spectr_gbv.simulate.claims import Claim
+from spectr_gbv.ledger.claims import Claim
+from spectr_gbv.ledger.report import build_report
 from spectr_gbv.simulate.methods import simulate_method
-from spectr_gbv.simulate.report import build_report
 from spectr_gbv.theory.lp import optimal_lossless
 
 #: `spectr-gbv report --json` on the default instance before the report was reworked (its keys and values
@@ -70,7 +70,7 @@ def test_no_internal_language_and_no_contradicting_note(default_report):
     assert k1.key_lines()[0].startswith("B(1) = greedy (stateful) BV's value = 13/8")
     never = next(c for c in default_report.field_claims if c.key == "never_below")
     assert never.key_lines()[0].startswith("on two small instances A and B built for this check (not this one)")
-    assert any("rebuilt by spectr_gbv.theory.deployable.mirrored_pair()" in e for e in never.evidence)
+    assert any("rebuilt by spectr_gbv.ledger.deployable.mirrored_pair()" in e for e in never.evidence)
 
 
 def test_detail_view_prints_every_evidence_line(default_report):

@@ -1,7 +1,8 @@
-"""The layout of ``spectr_gbv.gpu`` (issue 15): one-way imports between its subpackages, and the
-removed flat import paths of before the split (gone; the public ``spectr_gbv.gpu`` names still import).
+"""The layout of ``spectr_gbv.gpu``: one-way imports between its subpackages, nothing of the real-pair
+application (:mod:`spectr_gbv.realpair`) imported or named by string, and the removed import paths of
+earlier layouts (gone; the public ``spectr_gbv.gpu`` names still import).
 
-The import check reads the source with :mod:`ast` (imports inside functions included), so it needs
+The import checks read the source with :mod:`ast` (imports inside functions included), so they need
 neither torch nor transformers.
 """
 
@@ -13,27 +14,34 @@ from pathlib import Path
 
 import pytest
 
-GPU = Path(__file__).resolve().parents[2] / "spectr_gbv" / "gpu"
+PACKAGE = Path(__file__).resolve().parents[2] / "spectr_gbv"
+GPU = PACKAGE / "gpu"
+REALPAIR = PACKAGE / "realpair"
 #: Subpackage -> layer; a module may import its own layer or a lower one.
-LAYERS = {"kernels": 0, "decoding": 1, "models": 2, "bench": 3}
-#: Removed flat module -> its new modules (CHANGELOG.md, "gpu/ layout (issue 15)").
+LAYERS = {"kernels": 0, "decoding": 1, "models": 2}
+#: Removed module below ``spectr_gbv.gpu`` -> its new modules (CHANGELOG.md, the gpu/ layout entries).
 MOVED = {
-    "decoder": ["decoding.decoder"],
-    "cache": ["decoding.cache"],
-    "sampling": ["decoding.sampling"],
-    "draft_sources": ["decoding.draft_sources"],
-    "stats": ["decoding.stats"],
-    "draft_model": ["models.draft"],
-    "fetch": ["models.fetch"],
-    "prompts": ["models.prompts"],
-    "benchmark": ["bench.runner"],
-    "bench_config": ["bench.config"],
-    "bench_extras": ["bench.extras"],
-    "bench_results": ["bench.results"],
-    "bench_output": ["bench.output", "bench.report"],
-    "peer": ["bench.peer"],
-    "predict": ["bench.predict"],
-    "real_lossless": ["bench.real_lossless"],
+    "decoder": ["spectr_gbv.gpu.decoding.decoder"],
+    "cache": ["spectr_gbv.gpu.decoding.cache"],
+    "sampling": ["spectr_gbv.gpu.decoding.sampling"],
+    "draft_sources": ["spectr_gbv.gpu.decoding.draft_sources"],
+    "stats": ["spectr_gbv.gpu.decoding.stats"],
+    "draft_model": ["spectr_gbv.realpair.models.draft"],
+    "fetch": ["spectr_gbv.realpair.models.fetch"],
+    "prompts": ["spectr_gbv.realpair.models.prompts"],
+    "benchmark": ["spectr_gbv.realpair.runner"],
+    "bench_config": ["spectr_gbv.realpair.config"],
+    "bench_extras": ["spectr_gbv.realpair.extras"],
+    "bench_results": ["spectr_gbv.realpair.results"],
+    "bench_output": ["spectr_gbv.realpair.output", "spectr_gbv.realpair.report"],
+    "peer": ["spectr_gbv.realpair.peer"],
+    "predict": ["spectr_gbv.realpair.predict"],
+    "real_lossless": ["spectr_gbv.realpair.real_lossless"],
+    "bench": ["spectr_gbv.realpair"],
+    "models.draft": ["spectr_gbv.realpair.models.draft"],
+    "models.fetch": ["spectr_gbv.realpair.models.fetch"],
+    "models.prompts": ["spectr_gbv.realpair.models.prompts"],
+    "models.target": ["spectr_gbv.realpair.models.target"],
 }
 
 
@@ -53,26 +61,75 @@ def gpu_imports(path: Path) -> list[str]:
     return found
 
 
+def realpair_imports(path: Path) -> list[str]:
+    """Modules below ``spectr_gbv.realpair`` that ``path`` imports (``from spectr_gbv.realpair import x``: ``x``)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [a.name for a in node.names if a.name.startswith("spectr_gbv.realpair")]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("spectr_gbv.realpair"):
+            found.append(node.module)
+            if node.module == "spectr_gbv.realpair":
+                found += [f"spectr_gbv.realpair.{a.name}" for a in node.names]
+    return [n.removeprefix("spectr_gbv.realpair").lstrip(".") for n in found]
+
+
+def realpair_strings(path: Path) -> list[str]:
+    """``spectr_gbv.realpair`` named in ``path``'s code: imports, and string constants other than docstrings."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                docstrings.add(id(first.value))
+    found = [f"import {n or 'spectr_gbv.realpair'}" for n in realpair_imports(path)]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            if "realpair" in node.value:
+                found.append(f"line {node.lineno}: {node.value!r}")
+    return found
+
+
 def test_subpackages_import_one_way_and_never_a_removed_path():
     bad = []
     for layer, rank in LAYERS.items():
         for path in sorted((GPU / layer).glob("*.py")):
             for name in gpu_imports(path):
                 head = name.split(".")[0]
-                if head in MOVED or head not in LAYERS or LAYERS[head] > rank:
+                if name in MOVED or head in MOVED or head not in LAYERS or LAYERS[head] > rank:
                     bad.append(f"{path.relative_to(GPU)} imports spectr_gbv.gpu.{name}")
     assert bad == []
 
 
-def test_bench_extras_do_not_import_the_runner():
-    assert [n for n in gpu_imports(GPU / "bench" / "extras.py") if n.startswith("bench.runner")] == []
+def test_gpu_never_imports_or_names_the_real_pair_application():
+    bad = [f"{path.relative_to(GPU)}: {hit}" for path in sorted(GPU.rglob("*.py")) for hit in realpair_strings(path)]
+    assert bad == []
+
+
+def test_the_real_pair_configuration_flows_one_way():
+    # config -> results -> extras -> runner -> (output, report render the runner's result dict)
+    never = {
+        "config": {"results", "extras", "runner", "output", "report"},
+        "results": {"extras", "runner", "output", "report"},
+        "extras": {"runner", "output", "report"},
+        "report": {"runner", "extras", "results"},
+        "output": {"runner", "extras", "results"},
+    }
+    bad = [
+        f"{module}.py imports realpair.{name}"
+        for module, forbidden in never.items()
+        for name in realpair_imports(REALPAIR / f"{module}.py")
+        if name.split(".")[0] in forbidden
+    ]
+    assert bad == []
 
 
 def test_nothing_is_flat():
     assert sorted(p.name for p in GPU.glob("*.py")) == ["__init__.py"]
 
 
-def test_removed_flat_paths_are_gone_and_the_public_names_still_import():
+def test_removed_paths_are_gone_and_the_public_names_still_import():
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     for old in [*MOVED, "_deprecated"]:
@@ -80,9 +137,10 @@ def test_removed_flat_paths_are_gone_and_the_public_names_still_import():
             importlib.import_module(f"spectr_gbv.gpu.{old}")
     for news in MOVED.values():
         for new in news:
-            importlib.import_module(f"spectr_gbv.gpu.{new}")
+            importlib.import_module(new)
     gpu = importlib.import_module("spectr_gbv.gpu")
     for name in gpu.__all__:
         module = importlib.import_module(f"spectr_gbv.gpu.{gpu._EXPORTS[name]}")
         assert getattr(gpu, name) is getattr(module, name), name
-    from spectr_gbv.gpu import DecoderConfig, SpeculativeDecoder, load_draft, load_target, verify  # noqa: F401
+    from spectr_gbv.gpu import DecoderConfig, SpeculativeDecoder, verify  # noqa: F401
+    from spectr_gbv.realpair.models import load_draft, load_target  # noqa: F401

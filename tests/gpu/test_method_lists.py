@@ -12,7 +12,6 @@ torch = pytest.importorskip("torch")
 
 from spectr_gbv.cli import bench as cli_bench  # noqa: E402
 from spectr_gbv.core.methods import METHOD_TABLE, method_spec  # noqa: E402
-from spectr_gbv.gpu.bench import config as bench_config  # noqa: E402
 from spectr_gbv.gpu.decoding import decoder  # noqa: E402
 from spectr_gbv.gpu.kernels import api, expected  # noqa: E402
 from spectr_gbv.gpu.kernels.ar import verify_ar  # noqa: E402
@@ -26,6 +25,7 @@ from spectr_gbv.gpu.kernels.rrs import verify_rrs  # noqa: E402
 from spectr_gbv.gpu.kernels.sd import verify_sd  # noqa: E402
 from spectr_gbv.gpu.kernels.spectr import verify_spectr  # noqa: E402
 from spectr_gbv.gpu.kernels.traversal import verify_traversal  # noqa: E402
+from spectr_gbv.realpair import config as bench_config  # noqa: E402
 from spectr_gbv.validate.generation.adapters import spectr_decoder  # noqa: E402
 
 OLD_LOSSLESS = (

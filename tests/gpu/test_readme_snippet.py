@@ -15,8 +15,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from tests.gpu.real_model import real_model  # noqa: E402
 from tests.gpu.tiny_models import unit_pair  # noqa: E402
+from tests.realpair.real_model import real_model  # noqa: E402
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 HEADING = "## Speculative decoding with Hugging Face models"
@@ -64,8 +64,8 @@ def check_output(namespace: dict, out: str) -> None:
 
 
 def test_readme_snippet_runs_on_a_stand_in_pair(monkeypatch, capsys):
-    from spectr_gbv.gpu.models import draft as draft_module
-    from spectr_gbv.gpu.models import target as target_module
+    from spectr_gbv.realpair.models import draft as draft_module
+    from spectr_gbv.realpair.models import target as target_module
 
     V = 26
     target, draft = unit_pair(V)

@@ -1,6 +1,6 @@
 """near_opt_bv: the count-law node rule is optimal and exact; the verifier is lossless, BV at K = 1, OPT at L = 1.
 
-Exact rationals throughout. The issue-18 properties checked here on seeded instances (the
+Exact rationals throughout. The properties of docs/near_opt_bv.md checked here on seeded instances (the
 200+-instance battery is ``docs/results/near_opt_sweep.toml``):
 
 * the hedged base on hand cases (the battery's worst case for the lexicographic base, a binding

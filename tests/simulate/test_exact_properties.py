@@ -24,7 +24,7 @@ from spectr_gbv.theory.bounds import (
 from tests.simulate.sim_helpers import LOSSLESS
 from tests.strategies import instances
 
-#: Largest number of ordered draft tuples per generated case (keeps one example < ~1 s).
+#: Largest number of ordered draft tuples per generated case (keeps each example small).
 MAX_TUPLES = 729
 
 

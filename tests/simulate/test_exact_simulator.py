@@ -15,7 +15,7 @@ from spectr_gbv.simulate import (
     simulate_exact,
     validity_defect,
 )
-from spectr_gbv.simulate.exact import expected_accepted
+from spectr_gbv.simulate.exact import expected_accepted, plan_exact, run_exact
 from tests.simulate.sim_helpers import LOSSLESS, LOSSY, l1_instance, paper_instance
 
 SECTION_7 = {  # THEORY.md section 7
@@ -210,6 +210,23 @@ def test_errors():
     with pytest.raises(EnumerationTooLargeError, match=r"n=3, L=3, K=4: 531441 ordered"):
         simulate_exact(big, "mdbv", 4)
     assert isinstance(EnumerationTooLargeError("x"), ValueError)
+
+
+def test_plan_then_run_is_simulate_exact():
+    inst = default_instance()
+    plan = plan_exact(inst, "mdbv", 2)
+    assert (plan.route, plan.num_draft_tuples, plan.structured_kernels) == ("structured", 16, 8)
+    assert plan.tuple_refusal is None
+    assert run_exact(plan) == simulate_exact(inst, "mdbv", 2)
+    tuples = plan_exact(inst, "mdbv", 2, fast=False)
+    assert (tuples.route, tuples.structured_kernels, tuples.structured_step) == ("tuples", None, 0)
+    assert run_exact(tuples).expected_accepted == F(61, 36)
+    # the structured route keeps the tuple route's refusal for a run-time fallback
+    assert "64 ordered draft tuples" in plan_exact(inst, "mdbv", 3, max_tuples=63).tuple_refusal
+    with pytest.raises(EnumerationTooLargeError, match=r"n=2, L=2, K=3: 64 ordered draft tuples"):
+        plan_exact(inst, "mdbv", 3, max_tuples=63, fast=False)
+    with pytest.raises(TypeError, match="instance: expected an Instance"):
+        plan_exact("inst", "mdbv", 2)
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ from spectr_gbv.reference.structure import draft_probability
 from spectr_gbv.simulate import simulate_exact
 from spectr_gbv.simulate.exact import EnumerationTooLargeError
 from spectr_gbv.simulate.structured import declared_structure, structured_kernels
-from spectr_gbv.validate.mutants import coverage_bugs
+from spectr_gbv.testing.mutants import coverage_bugs
 
 STRUCTURED = {
     "ar": "selected_draft",

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from spectr_gbv.gpu.bench.config import BenchConfig, BenchModels
+from spectr_gbv.realpair.config import BenchConfig, BenchModels
 from tests.gpu.tiny_models import perturbed_copy, tiny_llama
 
 V = 16

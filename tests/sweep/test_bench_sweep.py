@@ -15,9 +15,9 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from spectr_gbv.cli.main import main  # noqa: E402
-from spectr_gbv.gpu.bench.config import PRESETS  # noqa: E402
-from spectr_gbv.gpu.bench.runner import run_benchmark  # noqa: E402
-from spectr_gbv.sweep.bench import (  # noqa: E402
+from spectr_gbv.realpair.config import PRESETS  # noqa: E402
+from spectr_gbv.realpair.runner import run_benchmark  # noqa: E402
+from spectr_gbv.realpair.sweep_task import (  # noqa: E402
     BENCH_COLUMNS,
     BENCH_KEY,
     BenchSweep,
@@ -172,5 +172,5 @@ def test_an_exact_sweep_folder_is_refused(tmp_path):
 
 
 def test_importing_the_module_imports_no_torch():
-    code = "import sys, spectr_gbv.sweep, spectr_gbv.sweep.bench; assert 'torch' not in sys.modules, 'torch'"
+    code = "import sys, spectr_gbv.sweep, spectr_gbv.realpair.sweep_task; assert 'torch' not in sys.modules, 'torch'"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)

@@ -227,7 +227,7 @@ def test_a_folder_of_the_old_layout_is_read_then_converted_by_a_rerun(folder, ex
 
 def test_bench_tables_are_read_alike(tmp_path):
     """The bench sweep's schema (a list column, another key) through the same store: polars and DuckDB agree."""
-    from spectr_gbv.sweep.bench import BENCH_COLUMNS, BENCH_KEY, bench_schema
+    from spectr_gbv.realpair.sweep_task import BENCH_COLUMNS, BENCH_KEY, bench_schema
 
     types = {"string": "x", "int64": 1, "float64": 0.5, "list<int64>": [1, 2]}
     rows = []

@@ -29,7 +29,7 @@ def test_bound_table_equals_the_single_k_closed_forms():
 
 def test_a_too_large_lp_is_refused_before_any_lp_is_solved(monkeypatch):
     # Regression: `spectr-gbv bound --random 4,4,0 --K 3` solved OPT(3) by column generation
-    # (about 50 s) and only then refused OT(3) at 145 million nonzeros.
+    # and only then refused OT(3) at 145 million nonzeros.
     def boom(*args: object, **kwargs: object) -> None:
         raise AssertionError("an LP was solved")
 

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy.optimize import OptimizeResult
 
-import spectr_gbv.theory._lp_build as lp_build
+import spectr_gbv.theory.lp_build as lp_build
 from spectr_gbv.core import Instance, default_instance, random_instance
 from spectr_gbv.theory.bounds import (
     bv_expected_accepted,

@@ -1,14 +1,13 @@
-"""OPT(K) by column generation against the plain multiset LP; the memory guard (issue 13)."""
+"""OPT(K) by column generation against the plain multiset LP; the memory guard."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-import spectr_gbv.theory._lp_build as lp_build
+import spectr_gbv.theory.lp_build as lp_build
 from spectr_gbv.core import random_instance
-from spectr_gbv.theory import _lp_colgen as colgen
-from spectr_gbv.theory._lp_check import check_opt, check_opt_fractions
+from spectr_gbv.theory import lp_colgen as colgen
 from spectr_gbv.theory.lp import (
     COLGEN_MIN_NONZEROS,
     MAX_LP_MEMORY_SHARE,
@@ -19,6 +18,7 @@ from spectr_gbv.theory.lp import (
     machine_memory,
     optimal_lossless,
 )
+from spectr_gbv.theory.lp_check import check_opt, check_opt_fractions
 
 TOL = 1e-8
 
@@ -71,7 +71,7 @@ def test_order_columns_are_transport_images():
 
 
 def test_memory_guard_refuses_n2000_l1_at_once(monkeypatch):
-    """The issue's n = 2000, L = 1 LP (plain formulation) is refused before anything is built."""
+    """An n = 2000, L = 1 LP (plain formulation) is refused before anything is built."""
     p, q = random_instance(2000, 1, 0, exact=False)
 
     def boom(*args: object) -> None:

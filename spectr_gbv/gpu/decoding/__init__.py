@@ -16,7 +16,7 @@ Holds the loop and what it is made of:
 
 Import rule: may import :mod:`spectr_gbv.gpu.kernels` (the decoder, lazily, on the first
 verification), ``core``, ``theory``, ``reference``, ``simulate``, torch and transformers; never
-:mod:`spectr_gbv.gpu.models` or :mod:`spectr_gbv.gpu.bench` (kernels <- decoding <- models <- bench).
+:mod:`spectr_gbv.gpu.models` or :mod:`spectr_gbv.realpair` (kernels <- decoding <- models <- bench).
 Names are imported lazily, on first access, as in :mod:`spectr_gbv.gpu`.
 """
 
@@ -35,6 +35,7 @@ _EXPORTS = {
     "DecoderConfig": "decoder",
     "SpeculativeDecoder": "decoder",
     "DraftSource": "draft_sources",
+    "DraftSourceBase": "draft_sources",
     "HFDraftSource": "draft_sources",
     "NGramDraftSource": "draft_sources",
     "model_vocab_size": "cache",

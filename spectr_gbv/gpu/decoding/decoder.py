@@ -483,9 +483,7 @@ class SpeculativeDecoder:
             raise ValueError(f"progress must be True, False or None, got {progress!r}")
         L = 0 if self.config.method == "ar" else self.config.draft_length
         self._check_context(prompt.shape[1], N, L)
-        draft_model = getattr(self.draft, "model", None) if L else None
-        if not isinstance(draft_model, torch.nn.Module):
-            draft_model = None
+        draft_model = self._draft_module() if L else None
         bar = _progress_bar(progress, prompt.shape[0] * N)
         try:
             with eval_mode({"target": self.target, "draft": draft_model}, "SpeculativeDecoder.generate"):
@@ -502,7 +500,7 @@ class SpeculativeDecoder:
         self._tree = L > 0 and self._choose_tree(B)
         stats = DecodeStats(cfg.method_name, 1 if L == 0 else cfg.num_drafts, L, B)
         stats.scoring = "" if L == 0 else "tree" if self._tree else "flat"
-        draft_positions = getattr(self.draft, "positions", 0) if L else 0
+        draft_positions = self.draft.positions if L and self.draft is not None else 0
         start = time.perf_counter()
         out = torch.full((B, N + L + 1), -1, dtype=torch.int64, device=dev)
         rows = torch.arange(B, device=dev)  # original index of each active row
@@ -535,7 +533,7 @@ class SpeculativeDecoder:
                     self.draft.select_rows(active)
         stats.tokens_generated = B * N
         if L:
-            stats.draft_positions = getattr(self.draft, "positions", 0) - draft_positions
+            stats.draft_positions = self.draft.positions - draft_positions
         stats.time_total = time.perf_counter() - start
         tokens = torch.cat([prompt, out[:, :N]], dim=1)
         return (tokens[0] if squeeze else tokens), stats
@@ -553,7 +551,7 @@ class SpeculativeDecoder:
         from spectr_gbv.gpu.decoding.tree_support import supports_tree_attention, tree_attention_refusal
 
         cfg = self.config
-        draft_model = getattr(self.draft, "model", None)
+        draft_model = self._draft_module()
         wanted = cfg.num_drafts > 1 and cfg.scoring != "flat"
         if not wanted and B == 1:
             return False
@@ -580,9 +578,9 @@ class SpeculativeDecoder:
                 stats.prefill_calls += 1
         if stats.draft_length:
             with timed(stats, "time_draft", self.device):
-                calls = getattr(self.draft, "forward_calls", 0)
+                calls = self.draft.forward_calls
                 self.draft.begin(prompt)
-                stats.draft_calls += getattr(self.draft, "forward_calls", 0) - calls
+                stats.draft_calls += self.draft.forward_calls - calls
         return tcache, prompt[:, -1]
 
     def _target_laws(self, logits: torch.Tensor) -> torch.Tensor:
@@ -607,7 +605,7 @@ class SpeculativeDecoder:
         cfg, dev = self.config, self.device
         K, L = cfg.num_drafts, cfg.draft_length
         with timed(stats, "time_draft", dev):
-            calls = getattr(self.draft, "forward_calls", 0)
+            calls = self.draft.forward_calls
             drafts, q = self.draft.propose(K, L, cfg.sampling, self.generator)
             check_proposal(self.draft, drafts, q, pending.shape[0], K, L, self.vocab_size)
             drafts, q = drafts.to(dev), q.to(dev)
@@ -625,7 +623,7 @@ class SpeculativeDecoder:
             keep_path(index, tau)
         with timed(stats, "time_draft", dev):
             self.draft.commit(index, tau, emitted.gather(1, tau[:, None]).squeeze(1))
-            stats.draft_calls += getattr(self.draft, "forward_calls", 0) - calls
+            stats.draft_calls += self.draft.forward_calls - calls
         return emitted, tau
 
     def _score_tree(
@@ -704,9 +702,14 @@ class SpeculativeDecoder:
         if prefix_bad:
             raise RuntimeError(f"verify({m!r}): the accepted prefix is not a prefix of draft draft_index")
 
+    def _draft_module(self) -> torch.nn.Module | None:
+        """The draft source's ``model`` (None without a draft, or when it is not a ``torch.nn.Module``)."""
+        model = self.draft.model if self.draft is not None else None
+        return model if isinstance(model, torch.nn.Module) else None
+
     def _check_context(self, T: int, N: int, L: int) -> None:
         """Refuse a run that would feed a model more positions than its context size."""
-        draft_model = getattr(self.draft, "model", None) if L else None
+        draft_model = self._draft_module() if L else None
         for role, model, need in (("target", self.target, T + N + L - 1), ("draft", draft_model, T + N + L - 2)):
             found = _context_attr(model)
             if found is not None and need > found[1]:

@@ -34,15 +34,35 @@ from spectr_gbv.gpu.decoding.tree import TokenTree
 
 @runtime_checkable
 class DraftSource(Protocol):
-    """What the decoder needs from a drafter.
+    """What the decoder needs from a drafter: four attributes and four methods.
+
+    The decoder reads every attribute below as a plain attribute and refuses (``ValueError``) a
+    draft that is neither a causal LM nor has all of them. A source that runs no model inherits
+    the last three from :class:`DraftSourceBase` (``model = None``, both counters 0).
 
     Attributes
     ----------
     vocab_size : int
         V; must equal the target's (checked by the decoder).
+    model : torch.nn.Module or None
+        The module the source runs, or None. The decoder runs it in eval mode during
+        ``generate`` (restoring its mode after), checks the prompt against its context size
+        and, for a batch, that it honours custom attention masks. A value that is not a
+        ``torch.nn.Module`` counts as None.
+    forward_calls : int
+        Model forwards made since construction (non-decreasing); the decoder reports its
+        increase over :meth:`begin`, :meth:`propose` and :meth:`commit` as
+        ``DecodeStats.draft_calls``. 0 for a source without a model.
+    positions : int
+        Draft positions fed to the model since construction (non-decreasing); the decoder
+        reports its increase over a ``generate`` call as ``DecodeStats.draft_positions``. 0 for
+        a source without a model.
     """
 
     vocab_size: int
+    model: torch.nn.Module | None
+    forward_calls: int
+    positions: int
 
     def begin(self, prompt_ids: torch.Tensor) -> None:
         """Start a generation for prompts ``[B, T]`` (int64, T >= 1, same T for every row)."""
@@ -82,6 +102,29 @@ class DraftSource(Protocol):
     def select_rows(self, rows: torch.Tensor) -> None:
         """Keep only the active rows ``rows`` (Tensor [B'], int64, indices into the current rows)."""
         ...
+
+
+class DraftSourceBase:
+    """The defaults of :class:`DraftSource`'s bookkeeping attributes, for sources to inherit.
+
+    A draft source that runs no ``torch.nn.Module`` (or does not count its forwards) subclasses
+    this class and implements ``vocab_size``, ``begin``, ``propose``, ``commit`` and
+    ``select_rows``; it then satisfies :class:`DraftSource`. An instance may override any
+    attribute (e.g. ``self.model = module`` in ``__init__``).
+
+    Attributes
+    ----------
+    model : torch.nn.Module or None
+        None: no module for the decoder to guard.
+    forward_calls : int
+        0: the decoder reports no draft forwards.
+    positions : int
+        0: the decoder reports no draft positions.
+    """
+
+    model: torch.nn.Module | None = None
+    forward_calls: int = 0
+    positions: int = 0
 
 
 def _check_propose_args(num_drafts: int, draft_length: int) -> None:
@@ -312,7 +355,7 @@ class HFDraftSource:
         self._pending_valid = self._pending_valid[rows]
 
 
-class NGramDraftSource:
+class NGramDraftSource(DraftSourceBase):
     r"""Add-``smoothing`` n-gram draft model over the corpus and each row's own context.
 
     .. math::

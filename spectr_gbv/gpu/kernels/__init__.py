@@ -35,7 +35,7 @@ comparisons on recorded drafts).
 
 Import rule: the bottom layer of :mod:`spectr_gbv.gpu`: may import ``core``, ``theory``,
 ``reference`` and torch; never :mod:`~spectr_gbv.gpu.decoding`, :mod:`~spectr_gbv.gpu.models` or
-:mod:`~spectr_gbv.gpu.bench` (kernels <- decoding <- models <- bench).
+:mod:`~spectr_gbv.realpair` (kernels <- decoding <- models <- bench).
 """
 
 from spectr_gbv.gpu.kernels.api import KERNEL_METHODS, KERNELS, LOSSY_METHODS, check_method, verify

@@ -2,8 +2,8 @@ r"""Batched float64 node rules of the coverage polymatroid over a law of the num
 
 The torch counterpart of :func:`spectr_gbv.reference.coverage.mixture_rule` (read
 :mod:`spectr_gbv.reference.coverage` for the algorithm). A node is reached by a random number
-M of i.i.d. drafts with law :math:`\pi(m)` (:class:`CountLaw`; a point mass c for
-``optimal_multidraft``), its polymatroid is :math:`f(X) = G(q(X))`,
+M of i.i.d. drafts with law :math:`\pi(m)` (:class:`~spectr_gbv.gpu.kernels.node_laws.CountLaw`;
+a point mass c for ``optimal_multidraft``), its polymatroid is :math:`f(X) = G(q(X))`,
 :math:`G(x) = \sum_m \pi(m) [1 - (1 - x)^m]`, and for a nonnegative target t (total <= 1) the
 rule is:
 
@@ -31,8 +31,9 @@ m = 1 gives d = q and one order (id order). G and the vertices are evaluated ter
 :math:`\sum_m \pi(m) (\ldots)^m` with ``expm1``/``log1p`` (a point mass evaluates exactly as
 before the generalisation).
 
-Other concave functions. Every step reads G only through a :class:`NodeLaw` (``g``, its
-complement ``tail``, the vertex entries), so the same rules run on the score-law functions of
+Other concave functions. Every step reads G only through a
+:class:`~spectr_gbv.gpu.kernels.node_laws.NodeLaw` (``g``, its complement ``tail``, the vertex
+entries; module :mod:`spectr_gbv.gpu.kernels.node_laws`), so the same rules run on the score-law functions of
 :mod:`spectr_gbv.gpu.kernels.score_laws`; :func:`split_node_rule` adds the two score-law node
 rules of ``near_opt_bv`` (the lexicographically optimal base, and the optimal law with the
 largest proportional share), each with its priority-order mixture.
@@ -54,14 +55,13 @@ Python loops over positions/peels, each a batched torch op over the rows that st
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Protocol
 
 import torch
 
 from spectr_gbv.gpu.kernels.common import count, first_true
 from spectr_gbv.gpu.kernels.lex_base import hedged_base, lexicographic_base
+from spectr_gbv.gpu.kernels.node_laws import CountLaw, NodeLaw, count_law
 
 #: Relative tolerance (floor 1 on the scale) under which two consecutive sorted ratios are an
 #: exact tie of the reference, broken by token id (``"ratio"`` priority, priority orders of the peel).
@@ -82,135 +82,6 @@ SPLIT_PRIORITIES: dict[str, tuple[str, ...]] = {"orders": ("hedge", "lex"), "pro
 SHARE_ATOL: float = 1e-12
 #: Largest number of float64 entries of one [rows, prefixes, n] block of step 1 (``"id"``).
 _BLOCK: int = 1 << 22
-
-
-@dataclass(frozen=True)
-class CountLaw:
-    r"""Law of the number of drafts through each of N nodes, on its support.
-
-    Attributes
-    ----------
-    exponents : Tensor, float64 [N, S]
-        The counts m (>= 1) with positive probability; padding columns hold 1.
-    weights : Tensor, float64 [N, S]
-        :math:`\pi(m)` (rows sum to 1); padding columns hold 0.
-    """
-
-    exponents: torch.Tensor
-    weights: torch.Tensor
-
-    @staticmethod
-    def point_mass(c: torch.Tensor) -> CountLaw:
-        """Exactly ``c`` drafts (int [N], >= 1): one column, weight 1."""
-        return CountLaw(
-            c.to(torch.float64).unsqueeze(-1), torch.ones(c.shape[0], 1, dtype=torch.float64, device=c.device)
-        )
-
-    @staticmethod
-    def from_probs(pi: torch.Tensor) -> CountLaw:
-        """From ``pi`` float [N, M], ``pi[:, m - 1] = P(M = m)`` (rows summing to 1), compressed to the support."""
-        pi = pi.to(torch.float64)
-        N, M = pi.shape
-        pos = pi > 0
-        S = max(1, int(pos.sum(-1).max())) if N else 1
-        cols = torch.sort((~pos).to(torch.int8), dim=-1, stable=True).indices[:, :S]
-        keep = pos.gather(1, cols)
-        m = (cols + 1).to(torch.float64)
-        return CountLaw(torch.where(keep, m, 1.0), torch.where(keep, pi.gather(1, cols), 0.0))
-
-    def __getitem__(self, rows: torch.Tensor) -> CountLaw:
-        """The laws of the nodes ``rows`` (int64 or bool index)."""
-        return CountLaw(self.exponents[rows], self.weights[rows])
-
-    @property
-    def multi(self) -> torch.Tensor:
-        """bool [N]: some mass on m >= 2 (else G(x) = x, d = q)."""
-        return ((self.exponents > 1) & (self.weights > 0)).any(-1)
-
-    def terms(self, like: torch.Tensor) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        """``(m, pi(m))`` per support column, shaped to broadcast against ``like`` [N, ...]."""
-        shape = (-1,) + (1,) * (like.dim() - 1)
-        for j in range(self.exponents.shape[1]):
-            yield self.exponents[:, j].view(shape), self.weights[:, j].view(shape)
-
-    def tail(self, s: torch.Tensor) -> torch.Tensor:
-        r""":math:`1 - G(1 - s) = \sum_m \pi(m) s^m` (``s`` [N, ...] in [0, 1])."""
-        out = torch.zeros_like(s)
-        for j, (m, w) in enumerate(self.terms(s)):
-            term = w * torch.pow(s, m)
-            out = term if j == 0 else out + term
-        return out
-
-    def g(self, x: torch.Tensor) -> torch.Tensor:
-        r"""Coverage :math:`G(x) = 1 - \sum_m \pi(m) (1 - x)^m` (``1 - x`` clamped to [0, 1]; [N, ...])."""
-        return 1.0 - self.tail((1.0 - x).clamp(0.0, 1.0))
-
-    def g_direct(self, x: torch.Tensor) -> torch.Tensor:
-        r""":math:`G(x) = -\sum_m \pi(m) \operatorname{expm1}(m \log(1 - x))`, accurate for small x ([N, ...])."""
-        lg = torch.log1p(-x.clamp(0.0, 1.0))
-        fx = torch.zeros_like(x)
-        for j, (m, w) in enumerate(self.terms(x)):
-            term = w * -torch.expm1(m * lg)
-            fx = term if j == 0 else fx + term
-        return fx
-
-    def vertex(self, qs: torch.Tensor, rest: torch.Tensor) -> torch.Tensor:
-        r""":math:`G(1 - R + q) - G(1 - R) = \sum_m \pi(m) [R^m - (R - q)^m]` ([N, n]; R >= q the mass of y and after).
-
-        :math:`R^m - (R - q)^m = -R^m \operatorname{expm1}(m \log(1 - q/R))`, so the tail of an
-        order (tiny R, tiny q) keeps its relative precision.
-        """
-        frac = torch.where(rest > 0, qs / torch.where(rest > 0, rest, 1.0), 0.0).clamp(0.0, 1.0)
-        lg = torch.log1p(-frac)
-        vs = torch.zeros_like(qs)
-        for j, (m, w) in enumerate(self.terms(qs)):
-            term = w * (-torch.pow(rest, m) * torch.expm1(m * lg))
-            vs = term if j == 0 else vs + term
-        return torch.where(rest > 0, vs, 0.0)
-
-
-class NodeLaw(Protocol):
-    r"""What the node rules need of a node's concave function G (N nodes): :class:`CountLaw` or a score law.
-
-    G is concave increasing on [0, 1] with G(0) = 0 and G(1) = 1; the polymatroid of a node is
-    :math:`X \mapsto G(q(X))`. Every method maps float64 [N, ...] to the same shape.
-    """
-
-    def __getitem__(self, rows: torch.Tensor) -> NodeLaw:
-        """The laws of the nodes ``rows`` (int64 or bool index)."""
-        ...
-
-    @property
-    def multi(self) -> torch.Tensor:
-        """bool [N]: G is not the identity (else d = q)."""
-        ...
-
-    def g(self, x: torch.Tensor) -> torch.Tensor:
-        """G(x)."""
-        ...
-
-    def g_direct(self, x: torch.Tensor) -> torch.Tensor:
-        """G(x), accurate relative to its value for x <= 1/2."""
-        ...
-
-    def tail(self, s: torch.Tensor) -> torch.Tensor:
-        """1 - G(1 - s), accurate relative to its value."""
-        ...
-
-    def vertex(self, qs: torch.Tensor, rest: torch.Tensor) -> torch.Tensor:
-        """G(1 - rest + qs) - G(1 - rest) (a priority order's vertex entry; [N, n])."""
-        ...
-
-
-def count_law(counts: torch.Tensor | NodeLaw) -> NodeLaw:
-    """A :class:`CountLaw` from int [N] point masses or float [N, M] probabilities; a :class:`NodeLaw` as given."""
-    if not isinstance(counts, torch.Tensor):
-        return counts
-    if counts.dim() == 1:
-        return CountLaw.point_mass(counts)
-    if counts.dim() == 2:
-        return CountLaw.from_probs(counts)
-    raise ValueError(f"counts must be int [N] or float [N, M], got shape {tuple(counts.shape)}")
 
 
 # ---------------------------------------------------------------------------- set functions
@@ -574,7 +445,69 @@ def _decompose(
     return _Peeled(weights, tops, orders, mixed, fallbacks, after)
 
 
-# ---------------------------------------------------------------------------- the rule
+# ---------------------------------------------------------------------------- the rules
+@dataclass(frozen=True)
+class _CompactRows:
+    """N node rows in compact positions: each row's support of q in its visit order (:func:`_compact`).
+
+    ``law`` the rows' ``NodeLaw``; ``ids`` int64 [N, n] the token of each position (n = the
+    largest support, at least 1; padding positions hold tokens outside the support);
+    ``valid`` bool [N, n] the support positions; ``qc``, ``tc`` float64 [N, n] q and t at the
+    positions (0 on padding); ``mc`` int64 [N, M] the positions of the marked tokens and
+    ``after`` a zero float64 [N, n + 1, M] to fill (both None without ``marked``); ``N``, ``V``,
+    ``n`` and ``device`` the sizes and the device of q.
+    """
+
+    law: NodeLaw
+    ids: torch.Tensor
+    valid: torch.Tensor
+    qc: torch.Tensor
+    tc: torch.Tensor
+    mc: torch.Tensor | None
+    after: torch.Tensor | None
+    N: int
+    V: int
+    n: int
+    device: torch.device
+
+
+def _compact(
+    t: torch.Tensor, q: torch.Tensor, counts: torch.Tensor | NodeLaw, marked: torch.Tensor | None, *, by_id: bool
+) -> _CompactRows:
+    """The preparation shared by :func:`mixture_node_rule` and :func:`split_node_rule`.
+
+    Positions are the support of q in id order (``by_id``) or by t/q descending, ties by id.
+
+    Raises
+    ------
+    ValueError
+        ``counts`` of another shape (:func:`~spectr_gbv.gpu.kernels.node_laws.count_law`), or a
+        marked token outside the support of q.
+    """
+    law = count_law(counts)
+    t, q = t.to(torch.float64), q.to(torch.float64)
+    N, V = q.shape
+    dev = q.device
+    support = q > 0
+    n = max(1, int(support.sum(-1).max())) if N else 1
+    if by_id:  # support first, id order
+        ids = torch.sort((~support).to(torch.int8), dim=-1, stable=True).indices[:, :n]
+    else:  # support by t/q descending, ties by id
+        ids = _tie_order(_ratio_key(t, q, support), support)[:, :n]
+    valid = support.gather(1, ids)
+    qc = torch.where(valid, q.gather(1, ids), 0.0)
+    tc = torch.where(valid, t.gather(1, ids), 0.0)
+    mc = after = None
+    if marked is not None:
+        where = torch.full((N, V), -1, dtype=torch.int64, device=dev)
+        where.scatter_(1, ids, torch.arange(n, device=dev).expand(N, n))
+        mc = where.gather(1, marked)
+        if bool((mc < 0).any()) or not bool(valid.gather(1, mc.clamp_min(0)).all()):
+            raise ValueError("marked: every marked token must lie in the support of q")
+        after = torch.zeros(N, n + 1, marked.shape[1], dtype=torch.float64, device=dev)
+    return _CompactRows(law, ids, valid, qc, tc, mc, after, N, V, n, dev)
+
+
 @dataclass
 class NodeRule:
     r"""The rule at N nodes: selection law d and its priority-order mixture.
@@ -638,7 +571,7 @@ def mixture_node_rule(
     counts : Tensor or CountLaw
         The law of the number of drafts through each node: int64 [N] (that many for sure),
         float64 [N, M] with ``counts[:, m - 1] = P(M = m)`` (rows summing to 1), or a
-        :class:`CountLaw`.
+        :class:`~spectr_gbv.gpu.kernels.node_laws.CountLaw`.
     drafted : Tensor, bool [N, V], optional
         The drafted set S of each node (inside the support of q); fills ``top``.
     marked : Tensor, int64 [N, M], optional
@@ -667,19 +600,9 @@ def mixture_node_rule(
     """
     if priority not in PRIORITIES:
         raise ValueError(f"priority must be one of {', '.join(PRIORITIES)}, got {priority!r}")
-    law = count_law(counts)
-    t, q = t.to(torch.float64), q.to(torch.float64)
-    N, V = q.shape
-    dev = q.device
-    support = q > 0
-    n = max(1, int(support.sum(-1).max())) if N else 1
-    if priority == "id":  # support first, id order
-        ids = torch.sort((~support).to(torch.int8), dim=-1, stable=True).indices[:, :n]
-    else:  # support by t/q descending, ties by id
-        ids = _tie_order(_ratio_key(t, q, support), support)[:, :n]
-    valid = support.gather(1, ids)
-    qc = torch.where(valid, q.gather(1, ids), 0.0)
-    tc = torch.where(valid, t.gather(1, ids), 0.0)
+    prep = _compact(t, q, counts, marked, by_id=priority == "id")
+    law, ids, valid, qc, tc, mc, after = prep.law, prep.ids, prep.valid, prep.qc, prep.tc, prep.mc, prep.after
+    N, V, n, dev = prep.N, prep.V, prep.n, prep.device
     id_order = torch.argsort(torch.where(valid, ids, ids + V), dim=-1)  # support in id order
     dc = qc.clone()  # G(x) = x: d = q, one order (every ratio 1: id order)
     weights = torch.zeros(N, n + 1, dtype=torch.float64, device=dev)
@@ -691,15 +614,7 @@ def mixture_node_rule(
     orders = torch.full((N, n + 1, n), -1, dtype=torch.int64, device=dev) if keep_orders else None
     if orders is not None:
         orders[:, 0] = torch.where(valid.gather(1, id_order), id_order, -1)
-    mc = None
-    after = None
-    if marked is not None:
-        where = torch.full((N, V), -1, dtype=torch.int64, device=dev)
-        where.scatter_(1, ids, torch.arange(n, device=dev).expand(N, n))
-        mc = where.gather(1, marked)
-        if bool((mc < 0).any()) or not bool(valid.gather(1, mc.clamp_min(0)).all()):
-            raise ValueError("marked: every marked token must lie in the support of q")
-        after = torch.zeros(N, n + 1, marked.shape[1], dtype=torch.float64, device=dev)
+    if after is not None and mc is not None:
         after[:, 0] = _mass_after(qc, id_order, valid, mc)
     fallbacks = torch.zeros((), dtype=torch.int64, device=dev)
     multi = law.multi.nonzero().squeeze(-1)
@@ -865,7 +780,7 @@ def split_node_rule(
         Draft laws (rows sum to 1).
     counts : Tensor or NodeLaw
         The node's concave function: as :func:`mixture_node_rule`'s ``counts``, or any
-        :class:`NodeLaw` (e.g. :class:`spectr_gbv.gpu.kernels.score_laws.ScoreLaws`).
+        :class:`~spectr_gbv.gpu.kernels.node_laws.NodeLaw` (e.g. :class:`spectr_gbv.gpu.kernels.score_laws.ScoreLaws`).
     marked : Tensor, int64 [N, M], optional
         Tokens (inside the support of q) whose q-mass after them in every order is returned.
     split : str
@@ -895,28 +810,13 @@ def split_node_rule(
     vector", Math. Oper. Res. 5 (1980).
     """
     priority = check_split(split, priority)
-    law = count_law(counts)
-    t, q = t.to(torch.float64), q.to(torch.float64)
-    N, V = q.shape
-    dev = q.device
-    support = q > 0
-    n = max(1, int(support.sum(-1).max())) if N else 1
-    ids = _tie_order(_ratio_key(t, q, support), support)[:, :n]
-    valid = support.gather(1, ids)
-    qc = torch.where(valid, q.gather(1, ids), 0.0)
-    tc = torch.where(valid, t.gather(1, ids), 0.0)
+    prep = _compact(t, q, counts, marked, by_id=False)
+    law, ids, valid, qc, tc, mc, after = prep.law, prep.ids, prep.valid, prep.qc, prep.tc, prep.mc, prep.after
+    N, V, n, dev = prep.N, prep.V, prep.n, prep.device
     dc = qc.clone()
     share = torch.ones(N, dtype=torch.float64, device=dev)
     weights = torch.zeros(N, n + 1, dtype=torch.float64, device=dev)
     orders = torch.full((N, n + 1, n), -1, dtype=torch.int64, device=dev) if keep_orders else None
-    mc = after = None
-    if marked is not None:
-        where = torch.full((N, V), -1, dtype=torch.int64, device=dev)
-        where.scatter_(1, ids, torch.arange(n, device=dev).expand(N, n))
-        mc = where.gather(1, marked)
-        if bool((mc < 0).any()) or not bool(valid.gather(1, mc.clamp_min(0)).all()):
-            raise ValueError("marked: every marked token must lie in the support of q")
-        after = torch.zeros(N, n + 1, marked.shape[1], dtype=torch.float64, device=dev)
     fallbacks = torch.zeros((), dtype=torch.int64, device=dev)
     multi = law.multi.nonzero().squeeze(-1)
     if multi.numel():

@@ -100,7 +100,7 @@ def optimal_node_rule(
         renormalise; p may be a sub-probability).
     c : Tensor
         Drafts through each node: int64 [N] (>= 1), or a count law float64 [N, M] with
-        ``c[:, m - 1] = P(M = m)`` (or a :class:`~spectr_gbv.gpu.kernels.coverage.CountLaw`).
+        ``c[:, m - 1] = P(M = m)`` (or a :class:`~spectr_gbv.gpu.kernels.node_laws.CountLaw`).
     drafted : Tensor, bool [N, V], optional
         The drafted set S of each node (inside the support of q); fills ``top``.
     keep_orders : bool

@@ -57,8 +57,9 @@ from spectr_gbv.reference.user_rules import as_verifier, load_rule, rule_label
 
 KernelFn = Callable[[KernelInputs, UniformSource], VerifyOutput]
 
-#: Where the losslessness of a user's rule is tested on a real model pair.
-LAW_TEST = "spectr_gbv.gpu.bench.real_lossless.first_tokens_law_test"
+#: Where the losslessness of a user's rule is tested, named by :meth:`KernelRule.unverified_note` when
+#: its caller names no law test of its own (an application that runs one passes its function's path).
+LAW_TEST = "the law test of the first generated tokens (docs/verifiers.md, 'Bring your own rule')"
 
 
 class UnverifiedRuleWarning(UserWarning):
@@ -119,11 +120,17 @@ class KernelRule:
             "pass allow_lossy=True to run it anyway"
         )
 
-    def unverified_note(self) -> str:
-        """The one-line warning of a rule without a ``lossless`` claim."""
+    def unverified_note(self, law_test: str = LAW_TEST) -> str:
+        """The one-line warning of a rule without a ``lossless`` claim.
+
+        Parameters
+        ----------
+        law_test : str
+            What the message names as the test of the rule's output law (default :data:`LAW_TEST`).
+        """
         return (
             f"method {self.name!r}: the rule's losslessness is unverified (it declares no lossless attribute); "
-            f"test its output law with {LAW_TEST} before trusting it"
+            f"test its output law with {law_test} before trusting it"
         )
 
 

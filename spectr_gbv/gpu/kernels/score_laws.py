@@ -7,7 +7,7 @@ node rule at u is the polymatroid rule of
 .. math::
     g_H(x) = \frac{\int_{\text{top } x \text{ of } H} s^k\, dH}{E_H[S^k]}, \qquad k = K - 1,
 
-(:class:`ScoreLaws`, a :class:`~spectr_gbv.gpu.kernels.coverage.NodeLaw` for
+(:class:`ScoreLaws`, a :class:`~spectr_gbv.gpu.kernels.node_laws.NodeLaw` for
 :func:`~spectr_gbv.gpu.kernels.coverage.split_node_rule`). The laws themselves are exact
 rationals (:mod:`spectr_gbv.reference.score_laws`; :func:`spectr_gbv.gpu.kernels.near_opt_bv.exact_child`
 builds the children's): a :class:`ScoreLaws` is their float64 view for the V-sized rule
@@ -59,7 +59,7 @@ def _gather(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
 class ScoreLaws:
     r"""N piecewise-uniform score laws (module docstring) with the moment order ``k = K - 1``.
 
-    A :class:`~spectr_gbv.gpu.kernels.coverage.NodeLaw`: :meth:`g` is :math:`g_H`, :meth:`tail`
+    A :class:`~spectr_gbv.gpu.kernels.node_laws.NodeLaw`: :meth:`g` is :math:`g_H`, :meth:`tail`
     :math:`1 - g_H(1 - s)` (the moment of the bottom s), :meth:`vertex` the moment of a slice.
 
     Attributes

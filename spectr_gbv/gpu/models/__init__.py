@@ -1,11 +1,5 @@
-"""The real models and their data: the target, its drafts, fetching, the cache, conversion, prompt sets.
+"""Models built for the verifiers' tests and timings: synthetic pairs and the generation referee's models.
 
-* :mod:`~spectr_gbv.gpu.models.target` - SmolLM2-135M-Instruct: pinned sources,
-  GGUF -> safetensors conversion, :func:`fetch_models`, :func:`load_target`;
-* :mod:`~spectr_gbv.gpu.models.draft` - the distilled draft (:func:`load_draft`, shipped
-  weights in ``data/``), :func:`truncated_draft`, the acceptance rate alpha;
-* :mod:`~spectr_gbv.gpu.models.fetch` - pip downloads, sha256 checks, the cache root and manifests;
-* :mod:`~spectr_gbv.gpu.models.prompts` - the benchmark's prompt sets;
 * :mod:`~spectr_gbv.gpu.models.synthetic` - random pairs of real models' shapes with high acceptance
   (:func:`synthetic_pair`), for timing where weights cannot be fetched;
 * :mod:`~spectr_gbv.gpu.models.reference_lm` - :class:`ReferenceLM`, a real HF causal LM (config,
@@ -15,34 +9,19 @@
 * :mod:`~spectr_gbv.gpu.models.sequence_law` - the exact law of the first m generated tokens after
   temperature, top-k and top-p (:func:`sequence_law`).
 
+The real pair (the SmolLM2-135M-Instruct target, its distilled draft, fetching, the cache,
+conversion, prompt sets) is the application's: :mod:`spectr_gbv.realpair.models`.
+
 Import rule: may import :mod:`spectr_gbv.gpu.kernels`, :mod:`spectr_gbv.gpu.decoding`, ``core``,
-``theory``, ``reference``, ``simulate``, torch and transformers; never :mod:`spectr_gbv.gpu.bench`.
-Importing this package imports nothing heavy (``bench``'s config reads the prompt-set names without
-torch): the names below are imported lazily, on first access. They are the model API that
-``spectr_gbv.gpu.models`` (one module in earlier releases) offered, so ``from spectr_gbv.gpu.models
-import load_target, ModelFetchError`` keeps working; monkeypatch a name in its defining module.
+``theory``, ``reference``, ``simulate``, torch and transformers; never :mod:`spectr_gbv.realpair`.
+Importing this package imports nothing heavy: the names below are imported lazily, on first
+access; monkeypatch a name in its defining module.
 """
 
 from spectr_gbv.core.lazy import lazy_getattr
 
 #: Public name -> defining module (relative to this package), imported on first access.
 _EXPORTS = {
-    "CHECK_PROMPT": "target",
-    "GGUF_FILENAME": "target",
-    "GGUF_MEMBER": "target",
-    "GGUF_SHA256": "target",
-    "LOGITS_TOLERANCE": "target",
-    "MODEL_SUBDIR": "target",
-    "TARGET_NAME": "target",
-    "WHEEL_FILENAME": "target",
-    "WHEEL_REQUIREMENT": "target",
-    "WHEEL_SHA256": "target",
-    "convert_gguf": "target",
-    "fetch_models": "target",
-    "load_target": "target",
-    "model_dir": "target",
-    "load_draft": "draft",
-    "truncated_draft": "draft",
     "synthetic_pair": "synthetic",
     "ReferenceLM": "reference_lm",
     "ReferenceLMConfig": "reference_lm",
@@ -52,18 +31,6 @@ _EXPORTS = {
     "SamplingSettings": "sequence_law",
     "processed_probs": "sequence_law",
     "sequence_law": "sequence_law",
-    "CACHE_ENV": "fetch",
-    "MANIFEST_FORMAT": "fetch",
-    "MANIFEST_NAME": "fetch",
-    "HashMismatchError": "fetch",
-    "ModelFetchError": "fetch",
-    "check_manifest": "fetch",
-    "check_sha256": "fetch",
-    "default_cache_dir": "fetch",
-    "download_wheel": "fetch",
-    "extract_members": "fetch",
-    "sha256_file": "fetch",
-    "write_manifest": "fetch",
 }
 
 

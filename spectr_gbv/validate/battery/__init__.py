@@ -56,7 +56,14 @@ import numpy as np
 from spectr_gbv.core.instance import Instance
 from spectr_gbv.core.tabular import TabularAR
 from spectr_gbv.validate.battery.instance import BatteryInstance, battery_instance_from_spec, instance_from_spec
-from spectr_gbv.validate.battery.rows import DEEP_RESIDUAL_ROW, _deep_rows, _dirichlet, _model, _softmax, _tied_rows
+from spectr_gbv.validate.battery.rows import (
+    DEEP_RESIDUAL_ROW,
+    deep_rows,
+    dirichlet_row,
+    softmax_row,
+    tabular_model,
+    tied_rows,
+)
 from spectr_gbv.validate.battery.tables import Tables
 from spectr_gbv.validate.battery.wide import VocabEmbedding
 
@@ -108,8 +115,8 @@ def _build(kind: str, K: int) -> BatteryInstance:
     den = 240
     if kind == "dense":
         n, L = 3, 2
-        p = _model(n, L, lambda _: _dirichlet(rng, n), den, "target")
-        q = _model(n, L - 1, lambda _: _dirichlet(rng, n), den, "draft")
+        p = tabular_model(n, L, lambda _: dirichlet_row(rng, n), den, "target")
+        q = tabular_model(n, L - 1, lambda _: dirichlet_row(rng, n), den, "draft")
     elif kind == "sparse_disjoint":
         n, L = 4, 2
 
@@ -118,49 +125,49 @@ def _build(kind: str, K: int) -> BatteryInstance:
             perm = rng.permutation(n)
             wp = np.zeros(n)
             wq = np.zeros(n)
-            wp[perm[:3]] = _dirichlet(rng, 3) + 0.05
-            wq[perm[1:]] = _dirichlet(rng, 3) + 0.05
+            wp[perm[:3]] = dirichlet_row(rng, 3) + 0.05
+            wq[perm[1:]] = dirichlet_row(rng, 3) + 0.05
             return wp, wq
 
         rows = {pre: supports(pre) for t in range(L + 1) for pre in itertools.product(range(n), repeat=t)}
-        p = _model(n, L, lambda pre: rows[pre][0], den, "target")
-        q = _model(n, L - 1, lambda pre: rows[pre][1], den, "draft")
+        p = tabular_model(n, L, lambda pre: rows[pre][0], den, "target")
+        q = tabular_model(n, L - 1, lambda pre: rows[pre][1], den, "draft")
     elif kind == "p_equals_q":
         n, L = 3, 2
-        p = _model(n, L, lambda _: _dirichlet(rng, n), den, "target")
+        p = tabular_model(n, L, lambda _: dirichlet_row(rng, n), den, "target")
         q = p.truncate(L - 1)
         q = TabularAR(n, dict(q.items()), depth=L - 1, name="draft")
     elif kind == "low_temperature":
         n, L, temp = 4, 2, 0.15
         logits = {pre: rng.normal(size=n) for t in range(L + 1) for pre in itertools.product(range(n), repeat=t)}
         noise = {pre: rng.normal(scale=0.5, size=n) for pre in logits}
-        p = _model(n, L, lambda pre: _softmax(logits[pre], temp), 10**6, "target")
-        q = _model(n, L - 1, lambda pre: _softmax(logits[pre] + noise[pre], temp), 10**6, "draft")
+        p = tabular_model(n, L, lambda pre: softmax_row(logits[pre], temp), 10**6, "target")
+        q = tabular_model(n, L - 1, lambda pre: softmax_row(logits[pre] + noise[pre], temp), 10**6, "draft")
     elif kind == "tiny_probabilities":
         n, L = 5, 1
         # p: large on 0..2, 1e-6 on 3, 1e-4 on 4; q: large on 3 (p-tiny), 1e-6 on 0 (p-large)
         p_rows = [np.array([0.5, 0.3, 0.1998 - 1e-6, 1e-6, 2e-4]), np.array([0.4, 0.4, 0.2 - 2e-6, 1e-6, 1e-6])]
         q_row = np.array([1e-6, 0.3, 0.2, 0.5 - 1e-6 - 1e-4, 1e-4])
-        p = _model(n, L, lambda pre: p_rows[min(len(pre), 1)], 10**7, "target")
-        q = _model(n, L - 1, lambda _: q_row, 10**7, "draft")
+        p = tabular_model(n, L, lambda pre: p_rows[min(len(pre), 1)], 10**7, "target")
+        q = tabular_model(n, L - 1, lambda _: q_row, 10**7, "draft")
     elif kind == "long_block":
         n, L = 2, 5
-        p = _model(n, L, lambda _: _dirichlet(rng, n, 2.0), den, "target")
-        q = _model(n, L - 1, lambda _: _dirichlet(rng, n, 2.0), den, "draft")
+        p = tabular_model(n, L, lambda _: dirichlet_row(rng, n, 2.0), den, "target")
+        q = tabular_model(n, L - 1, lambda _: dirichlet_row(rng, n, 2.0), den, "draft")
     elif kind == "tied_ratios":
         n, L = 3, 2
-        p_rows, q_rows = _tied_rows(rng, n, L)
+        p_rows, q_rows = tied_rows(rng, n, L)
         p = TabularAR(n, p_rows, depth=L, name="target")
         q = TabularAR(n, q_rows, depth=L - 1, name="draft")
     elif kind == "wide_tree":
         n, L = 4, 1
-        p_rows, q_rows = _deep_rows(rng, n, L)
+        p_rows, q_rows = deep_rows(rng, n, L)
         p = TabularAR(n, p_rows, depth=L, name="target")
         q = TabularAR(n, q_rows, depth=L - 1, name="draft")
     elif kind == "wide_vocab":
         n, L = len(WIDE_VOCAB_IDS), 1
-        p = _model(n, L, lambda _: _dirichlet(rng, n, 2.0), den, "target")
-        q = _model(n, L - 1, lambda _: _dirichlet(rng, n, 2.0), den, "draft")
+        p = tabular_model(n, L, lambda _: dirichlet_row(rng, n, 2.0), den, "target")
+        q = tabular_model(n, L - 1, lambda _: dirichlet_row(rng, n, 2.0), den, "draft")
         inst = Instance(p, q, L, name=f"battery:{kind}")
         return BatteryInstance(kind, inst, K, VocabEmbedding(WIDE_VOCAB_IDS, WIDE_VOCAB_SIZE))
     else:

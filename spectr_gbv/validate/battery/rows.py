@@ -38,7 +38,14 @@ def _fractions(weights: np.ndarray, denominator: int) -> list[Fraction]:
     return [Fraction(int(i), total) for i in ints]
 
 
-def _model(n: int, depth: int, row: Callable[[tuple[int, ...]], np.ndarray], denominator: int, name: str) -> TabularAR:
+def tabular_model(
+    n: int, depth: int, row: Callable[[tuple[int, ...]], np.ndarray], denominator: int, name: str
+) -> TabularAR:
+    """A tabular model over ``n`` tokens to ``depth``: each prefix's row is ``row(prefix)`` rounded to rationals.
+
+    The weights of ``row(prefix)`` (float ``[n]``, non-negative) are rounded to a row of
+    denominator about ``denominator`` summing to exactly 1 (positive weights stay positive).
+    """
     laws = {
         prefix: _fractions(row(prefix), denominator)
         for t in range(depth + 1)
@@ -47,11 +54,13 @@ def _model(n: int, depth: int, row: Callable[[tuple[int, ...]], np.ndarray], den
     return TabularAR(n, laws, depth=depth, name=name)
 
 
-def _dirichlet(rng: np.random.Generator, n: int, conc: float = 1.0) -> np.ndarray:
+def dirichlet_row(rng: np.random.Generator, n: int, conc: float = 1.0) -> np.ndarray:
+    """One float64 row ``[n]`` drawn from a symmetric Dirichlet of concentration ``conc``."""
     return rng.dirichlet(np.full(n, conc))
 
 
-def _softmax(logits: np.ndarray, temperature: float) -> np.ndarray:
+def softmax_row(logits: np.ndarray, temperature: float) -> np.ndarray:
+    """The softmax of ``logits / temperature`` (float64, shape of ``logits``)."""
     z = logits / temperature
     z = np.exp(z - z.max())
     return z / z.sum()
@@ -70,24 +79,24 @@ def _tilted(q_row: list[Fraction], loser: int, share: Fraction) -> list[Fraction
     return [q_row[v] - moved if v == loser else q_row[v] * (1 + moved / rest) for v in range(len(q_row))]
 
 
-def _tied_rows(rng: np.random.Generator, n: int, L: int) -> tuple[Rows, Rows]:
+def tied_rows(rng: np.random.Generator, n: int, L: int) -> tuple[Rows, Rows]:
     """``tied_ratios``: tilted rows (ties at ratio > 1), one p = q row, Dirichlet rows at the bonus depth."""
     p_rows: Rows = {}
     q_rows: Rows = {}
     for t in range(L):
         for pre in itertools.product(range(n), repeat=t):
-            q_row = _fractions(_dirichlet(rng, n, 2.0), 60)
+            q_row = _fractions(dirichlet_row(rng, n, 2.0), 60)
             if pre == (0,) * t and t > 0:
                 p_rows[pre] = list(q_row)  # p = q: every ratio is 1, the residual is zero
             else:
                 p_rows[pre] = _tilted(q_row, int(rng.integers(n)), Fraction(1, 2))
             q_rows[pre] = q_row
     for pre in itertools.product(range(n), repeat=L):
-        p_rows[pre] = _fractions(_dirichlet(rng, n), 240)
+        p_rows[pre] = _fractions(dirichlet_row(rng, n), 240)
     return p_rows, q_rows
 
 
-def _deep_rows(rng: np.random.Generator, n: int, L: int) -> tuple[Rows, Rows]:
+def deep_rows(rng: np.random.Generator, n: int, L: int) -> tuple[Rows, Rows]:
     """``wide_tree``: :data:`DEEP_RESIDUAL_ROW` at the root, token-permuted copies below it."""
     base_p, base_q = DEEP_RESIDUAL_ROW
     p_rows: Rows = {}
@@ -98,8 +107,8 @@ def _deep_rows(rng: np.random.Generator, n: int, L: int) -> tuple[Rows, Rows]:
             p_rows[pre] = [base_p[int(perm[v])] for v in range(n)]
             q_rows[pre] = [base_q[int(perm[v])] for v in range(n)]
     for pre in itertools.product(range(n), repeat=L):
-        p_rows[pre] = _fractions(_dirichlet(rng, n), 240)
+        p_rows[pre] = _fractions(dirichlet_row(rng, n), 240)
     return p_rows, q_rows
 
 
-__all__ = ["DEEP_RESIDUAL_ROW"]
+__all__ = ["DEEP_RESIDUAL_ROW", "deep_rows", "dirichlet_row", "softmax_row", "tabular_model", "tied_rows"]

@@ -49,13 +49,17 @@ CANDIDATES_MULTI: tuple[str, ...] = ("sd", "bv", "mdbv", "spectr", "rrs", "gbv_m
 _LAWS: dict[tuple[str, str], np.ndarray | None] = {}
 
 
-def _key(bi: BatteryInstance) -> str:
+def instance_key(bi: BatteryInstance) -> str:
+    """A cache key of a battery instance: its spec as sorted-key JSON.
+
+    The spec is :meth:`~spectr_gbv.validate.battery.instance.BatteryInstance.spec`.
+    """
     return json.dumps(bi.spec(), sort_keys=True)
 
 
 def accepted_length_law(bi: BatteryInstance, method: str) -> np.ndarray | None:
     """Exact law of tau for ``method`` on ``bi`` (float), or None when it cannot be enumerated."""
-    key = (_key(bi), method)
+    key = (instance_key(bi), method)
     if key not in _LAWS:
         _LAWS[key] = _accepted_law(bi, method)
     return _LAWS[key]
@@ -89,7 +93,7 @@ def _accepted_law_of(bi: BatteryInstance, verifier: Any) -> np.ndarray | None:
 
 def ordered_length_law(bi: BatteryInstance, method: str) -> np.ndarray | None:
     """Exact law of tau for ``method`` with its drafts in decreasing p/q (:class:`RatioOrdered`), cached."""
-    key = (_key(bi), f"{method}:ratio_ordered")
+    key = (instance_key(bi), f"{method}:ratio_ordered")
     if key not in _LAWS:
         _LAWS[key] = _accepted_law_of(bi, RatioOrdered(reference_verifier(method)))
     return _LAWS[key]
@@ -343,6 +347,7 @@ __all__ = [
     "accepted_length_law",
     "conditional_fit",
     "diagnose",
+    "instance_key",
     "length_fits",
     "locus_of",
     "matching_algorithm",

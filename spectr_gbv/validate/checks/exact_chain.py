@@ -23,9 +23,9 @@ from spectr_gbv.validate.checks.exact_declared import (
     MAX_CELLS,
     MAX_SWEEP_ROWS,
     ExactUnavailable,
-    _differs,
-    _stop_tv,
-    _tv,
+    differs_reason,
+    outcome_tv,
+    stopping_tv,
 )
 from spectr_gbv.validate.interfaces.adapter import Adapter
 from spectr_gbv.validate.reference_variants import reference_verifier
@@ -244,9 +244,9 @@ def chain_checks(
                 d = np.array([draft], dtype=np.int64)
                 q, p = tables.rows(d)
                 rlaw = ref.outcome_law(d, q, p)
-                tv = float(_tv(kern, rlaw))
+                tv = float(outcome_tv(kern, rlaw))
                 if tv > worst[0]:
-                    worst = (tv, _stop_tv(kern, rlaw, inst.L), list(draft))
+                    worst = (tv, stopping_tv(kern, rlaw, inst.L), list(draft))
             same = worst[0] <= CHAIN_TOL
             diag = "ok" if same else "differs_from_reference"
             checks.append(
@@ -259,7 +259,7 @@ def chain_checks(
                     detail=(
                         f"largest TV between the law given the draft and {reference}'s: {worst[0]:.3g} "
                         f"(draft {worst[2]}; stop-position law TV {worst[1]:.3g}; tolerance {CHAIN_TOL:g})"
-                        + ("" if same else "; " + _differs(reference, worst[1] > CHAIN_TOL, 1))
+                        + ("" if same else "; " + differs_reason(reference, worst[1] > CHAIN_TOL, 1))
                     ),
                     diagnosis=diag,
                 )

@@ -122,12 +122,14 @@ def _cap(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-def _tv(a: Mapping[tuple[int, ...], Any], b: Mapping[tuple[int, ...], Any]) -> Any:
+def outcome_tv(a: Mapping[tuple[int, ...], Any], b: Mapping[tuple[int, ...], Any]) -> Any:
+    """Total-variation distance of two outcome laws (``{outcome tuple: probability}``; exact for Fractions)."""
     keys = set(a) | set(b)
     return sum(abs(a.get(k, 0) - b.get(k, 0)) for k in keys) / 2
 
 
-def _stop_tv(a: Mapping[tuple[int, ...], Any], b: Mapping[tuple[int, ...], Any], L: int) -> float:
+def stopping_tv(a: Mapping[tuple[int, ...], Any], b: Mapping[tuple[int, ...], Any], L: int) -> float:
+    """Total-variation distance of the laws of the output length (1..L+1) under two outcome laws (float)."""
     la = np.zeros(L + 1)
     lb = np.zeros(L + 1)
     for o, v in a.items():
@@ -137,7 +139,7 @@ def _stop_tv(a: Mapping[tuple[int, ...], Any], b: Mapping[tuple[int, ...], Any],
     return float(np.abs(la - lb).sum() / 2)
 
 
-def _differs(reference: str, acceptance: bool, num_drafts: int) -> str:
+def differs_reason(reference: str, acceptance: bool, num_drafts: int) -> str:
     """Why a ``reference_law_exact`` check failed (the acceptance rule, else the token at the stop)."""
     return differs_wording(reference, acceptance, not acceptance, num_drafts=num_drafts)
 
@@ -224,12 +226,12 @@ def declared_law(
                 idx = list(row)
                 src = table if exact else ftable
                 rlaw = ref.outcome_law(src.tokens[idx], src.draft_rows[idx], src.target_rows[idx])
-                tv = _tv(kern, rlaw)
+                tv = outcome_tv(kern, rlaw)
                 if worst is None or tv > worst["tv"]:
                     worst = {
                         "drafts": table.tokens[idx].tolist(),
                         "tv": tv,
-                        "stop_tv": _stop_tv(kern, rlaw, L),
+                        "stop_tv": stopping_tv(kern, rlaw, L),
                     }
         return law, worst, state["exact"], kernels  # state too: the job may run in a forked worker
 
@@ -390,7 +392,7 @@ def outcome_law_checks(
                         f"largest TV between the declared law and {reference}'s over all draft tuples: "
                         f"{float(worst['tv']):.6g} (drafts {worst['drafts']}; stop-position law TV "
                         f"{worst['stop_tv']:.6g})"
-                        + ("" if same else "; " + _differs(reference, worst["stop_tv"] > max(tol, 1e-12), bi.K))
+                        + ("" if same else "; " + differs_reason(reference, worst["stop_tv"] > max(tol, 1e-12), bi.K))
                     ),
                     diagnosis=diag,
                 )
@@ -406,8 +408,11 @@ __all__ = [
     "MAX_TUPLES",
     "ExactUnavailable",
     "declared_law",
+    "differs_reason",
     "exact_locus",
     "explain_defect",
     "find_outcome_law",
     "outcome_law_checks",
+    "outcome_tv",
+    "stopping_tv",
 ]

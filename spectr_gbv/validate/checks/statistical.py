@@ -42,7 +42,7 @@ from spectr_gbv.simulate.monte_carlo import pooled_g_test as g_test
 from spectr_gbv.theory import bounds, lp
 from spectr_gbv.validate.battery import WIDE_VOCAB_TV, WIDE_VOCAB_TV_FACTOR
 from spectr_gbv.validate.battery.instance import BatteryInstance
-from spectr_gbv.validate.checks.diagnosis import _key, diagnose, locus_of
+from spectr_gbv.validate.checks.diagnosis import diagnose, instance_key, locus_of
 from spectr_gbv.validate.checks.sampling import Samples, collect
 from spectr_gbv.validate.checks.structural import StructuralTally
 from spectr_gbv.validate.interfaces.adapter import Adapter
@@ -191,9 +191,17 @@ def positional(s: Samples) -> tuple[GTest, int, list[GTest]]:
 _OPTIMA: dict[str, tuple[float, float | None, float | None, str]] = {}
 
 
-def _optima(bi: BatteryInstance) -> tuple[float, float | None, float | None, str]:
-    """B_BV(K), OPT(K), OT(K) of a battery instance (LP optima None when too large; cached)."""
-    key = _key(bi)
+def optima(bi: BatteryInstance) -> tuple[float, float | None, float | None, str]:
+    """B_BV(K), OPT(K), OT(K) of a battery instance, cached per instance.
+
+    Returns
+    -------
+    tuple
+        ``(bbv, opt, ot, note)``: B_BV(K) (:func:`spectr_gbv.theory.bounds.cic_bound_lossless`),
+        OPT(K) and OT(K) (the LP optima of :mod:`spectr_gbv.theory.lp`, None when the LP fails or
+        is too large, ``note`` then saying why; otherwise ``note`` is ``""``).
+    """
+    key = instance_key(bi)
     if key not in _OPTIMA:
         _OPTIMA[key] = _compute_optima(bi)
     return _OPTIMA[key]
@@ -223,7 +231,7 @@ def efficiency(s: Samples, alpha_test: float) -> CheckResult:
     sd = float(tau.std(ddof=1))
     se = sd / math.sqrt(N)
     half = float(stats.t.isf(0.005, N - 1)) * se
-    bbv, opt, ot, note = _optima(bi)
+    bbv, opt, ot, note = optima(bi)
     hist = np.bincount(tau, minlength=bi.instance.L + 1) / N
     law = ", ".join(f"{k}: {v:.4f}" for k, v in enumerate(hist))
     detail = (
@@ -352,6 +360,7 @@ __all__ = [
     "end_to_end",
     "final_alpha",
     "law_checks",
+    "optima",
     "planned_tv",
     "positional",
     "sample_size",

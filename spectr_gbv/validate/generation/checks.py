@@ -50,8 +50,12 @@ def zero_probability(tokens: np.ndarray, law: Law) -> tuple[tuple[int, ...], int
     return s, c
 
 
-def _worst_cell(obs: dict[Any, int], law: dict[Any, float], total: int) -> str:
-    """``"(3, 7): observed 80, expected 41.2 (p = 0.0412)"`` for the cell of largest Pearson residual."""
+def worst_cell_phrase(obs: dict[Any, int], law: dict[Any, float], total: int) -> str:
+    """``"(3, 7): observed 80, expected 41.2 (p = 0.0412)"`` for the cell of largest Pearson residual.
+
+    ``obs``: observed counts per cell, ``law``: exact probabilities per cell, ``total``: the sample
+    size; ``"no cell"`` when ``law`` is empty.
+    """
     best, key = -1.0, None
     for k, p in law.items():
         exp = p * total
@@ -63,9 +67,10 @@ def _worst_cell(obs: dict[Any, int], law: dict[Any, float], total: int) -> str:
     return f"{key}: observed {obs.get(key, 0)}, expected {law[key] * total:.1f} (exact probability {law[key]:.4g})"
 
 
-def _zero_result(
+def zero_result(
     name: str, spec: dict[str, Any], seq: tuple[int, ...], count: int, total: int, what: str
 ) -> CheckResult:
+    """A failed check: the sequence ``seq`` of exact probability 0 was generated ``count`` of ``total`` times."""
     return CheckResult(
         name,
         "statistical",
@@ -115,7 +120,7 @@ def sequence_law(
     N = len(tokens)
     zero = zero_probability(tokens, law)
     if zero is not None:
-        return _zero_result(name, spec, zero[0], zero[1], N, label)
+        return zero_result(name, spec, zero[0], zero[1], N, label)
     obs = counts_of(tokens)
     keys = list(law)
     test = pooled_g_test(np.array([obs.get(k, 0) for k in keys]), np.array([law[k] for k in keys]))
@@ -127,7 +132,7 @@ def sequence_law(
         + ("" if note else f"; power {power:.4f} against TV {tv:g}")  # a note: stopped early, power of the planned N
     )
     if not ok:
-        detail += f"; the output law differs from the target's. Worst cell {_worst_cell(obs, law, N)}"
+        detail += f"; the output law differs from the target's. Worst cell {worst_cell_phrase(obs, law, N)}"
     return CheckResult(
         name,
         "statistical",
@@ -180,7 +185,7 @@ def positional(tokens: np.ndarray, law: Law) -> tuple[GTest, int, list[GTest], s
             if t.p_value < worst_p and cond:
                 worst_p = t.p_value
                 total = sum(obs.values())
-                worst_cell = f"after prefix {pre}, token {_worst_cell(obs, cond, total)}"
+                worst_cell = f"after prefix {pre}, token {worst_cell_phrase(obs, cond, total)}"
         per_pos.append(combine_g_tests(tests) if tests else GTest(0.0, 0, 1.0, 0))
         worst_cells.append(worst_cell)
     worst = int(np.argmin([t.p_value for t in per_pos]))
@@ -210,7 +215,7 @@ def positional_law(
     N, m = tokens.shape
     zero = zero_probability(tokens, law)
     if zero is not None:
-        return _zero_result(name, spec, zero[0], zero[1], N, label)
+        return zero_result(name, spec, zero[0], zero[1], N, label)
     pos, worst, per_pos, cell = positional(tokens, law)
     ok = pos.p_value >= alpha_test
     power = g_test_power(N, max(pos.df, 1), alpha_test / m, tv) if N and pos.df else None
@@ -242,5 +247,7 @@ __all__ = [
     "positional",
     "positional_law",
     "sequence_law",
+    "worst_cell_phrase",
     "zero_probability",
+    "zero_result",
 ]

@@ -56,7 +56,14 @@ DETERMINISM_SEEDS = 3
 DETERMINISM_TOKENS = 8
 
 
-def _check_seed(seed: Any) -> int:
+def check_seed(seed: Any) -> int:
+    """``seed`` as a Python int.
+
+    Raises
+    ------
+    ValueError
+        ``seed: expected an int >= 0, got ...`` for a negative number, a bool or a non-integer.
+    """
     if not isinstance(seed, int | np.integer) or isinstance(seed, bool) or seed < 0:
         raise ValueError(f"seed: expected an int >= 0, got {seed!r}")
     return int(seed)
@@ -227,7 +234,7 @@ def validate_generation(
     """
     t0 = time.perf_counter()
     check_interface_name(interface)
-    seed = _check_seed(seed)
+    seed = check_seed(seed)
     if isinstance(generate, str):
         generate = load_generate(generate, isolation=isolation)
     if not isinstance(generate, UnloadableVerifier):
@@ -340,4 +347,4 @@ def run_referee(
     return report
 
 
-__all__ = ["DETERMINISM_SEEDS", "DETERMINISM_TOKENS", "run_referee", "validate_generation"]
+__all__ = ["DETERMINISM_SEEDS", "DETERMINISM_TOKENS", "check_seed", "run_referee", "validate_generation"]

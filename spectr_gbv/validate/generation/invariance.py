@@ -20,7 +20,7 @@ import numpy as np
 from scipy import stats
 
 from spectr_gbv.simulate.monte_carlo import g_test_power, pooled_g_test
-from spectr_gbv.validate.generation.checks import Law, _worst_cell, _zero_result, counts_of, zero_probability
+from spectr_gbv.validate.generation.checks import Law, counts_of, worst_cell_phrase, zero_probability, zero_result
 from spectr_gbv.validate.report.results import CheckResult
 
 
@@ -103,7 +103,7 @@ def draft_invariance(
     name = f"draft_invariance[{pair}]"
     zero = zero_probability(second, law)  # the first draft's samples are the sequence_law check's
     if zero is not None:
-        return _zero_result(name, spec, zero[0], zero[1], len(second), f"{pair} with its second draft")
+        return zero_result(name, spec, zero[0], zero[1], len(second), f"{pair} with its second draft")
     obs = counts_of(second)
     keys = list(law)
     t = pooled_g_test(np.array([obs.get(k, 0) for k in keys]), np.array([law[k] for k in keys]))
@@ -117,7 +117,7 @@ def draft_invariance(
         f"with its first draft (N = {n1}; two-sample G = {g:.4g}, df {df}, p = {p2:.3g}); level {alpha_test:.3g} each"
     )
     if not ok:
-        worst = _worst_cell(obs, law, n2) if t.p_value < alpha_test else cell
+        worst = worst_cell_phrase(obs, law, n2) if t.p_value < alpha_test else cell
         detail += (
             f"; the output law depends on the draft, so the loop's q is not the law its drafts are drawn from. "
             f"Worst cell {worst}"
@@ -172,7 +172,7 @@ def batch_invariance(
     name = f"batch_invariance[{label}]"
     zero = zero_probability(batched, law)
     if zero is not None:
-        return _zero_result(name, spec, zero[0], zero[1], len(batched), f"{label} in a batch")
+        return zero_result(name, spec, zero[0], zero[1], len(batched), f"{label} in a batch")
     obs = counts_of(batched)
     keys = list(law)
     t = pooled_g_test(np.array([obs.get(k, 0) for k in keys]), np.array([law[k] for k in keys]))
@@ -188,7 +188,7 @@ def batch_invariance(
     )
     if not ok:
         where = (
-            _worst_cell(obs, law, N)
+            worst_cell_phrase(obs, law, N)
             if t.p_value < alpha_test
             else cell2.replace("with the first draft", "in a batch").replace("with the second", "alone")
         )

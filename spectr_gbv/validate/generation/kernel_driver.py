@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from spectr_gbv.validate.generation.driver import _check_seed, run_referee
+from spectr_gbv.validate.generation.driver import check_seed, run_referee
 from spectr_gbv.validate.generation.plan import build_plan
 from spectr_gbv.validate.generation.runner import GenerationRunner
 from spectr_gbv.validate.generation.self_drafting import (
@@ -91,7 +91,7 @@ def validate_self_drafting(
     """
     t0 = time.perf_counter()
     L = check_num_draft_tokens(num_draft_tokens)
-    seed = _check_seed(seed)
+    seed = check_seed(seed)
     if not isinstance(rows_per_call, int) or isinstance(rows_per_call, bool) or rows_per_call < 1:
         raise ValueError(f"rows_per_call: expected an int >= 1, got {rows_per_call!r}")
     if isinstance(kernel, str):

@@ -23,69 +23,54 @@ verifier stops early; the verifier runs in worker processes (``isolation``), bat
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any
 
-import numpy as np
-
 from spectr_gbv.validate.battery import default_battery, user_battery
-from spectr_gbv.validate.checks import reference as reference_check
-from spectr_gbv.validate.harness.phases import _as_reuse, _phases
-from spectr_gbv.validate.harness.state import _Run, _Stop
+from spectr_gbv.validate.harness.options import ValidateOptions
+from spectr_gbv.validate.harness.phases import run_phases
+from spectr_gbv.validate.harness.state import RunContext, RunStopped
 from spectr_gbv.validate.harness.support import CapturedWarnings, make_guard, progress_bar, sizes_covered
-from spectr_gbv.validate.interfaces.names import check_interface
 from spectr_gbv.validate.interfaces.registry import make_adapter
 from spectr_gbv.validate.report.results import CATEGORIES, CheckResult
 from spectr_gbv.validate.report.validation_report import ValidationReport
 
-LEVELS: tuple[str, ...] = ("exact", "statistical")
-BUDGETS: tuple[str, ...] = ("quick", "standard", "thorough")
-#: Conventions an interface does not promise, which a run checks only when declared:
-#: ``"vllm"``: drafts padded with -1 placeholder ids (stop there and draw from the target row).
-CONVENTIONS: tuple[str, ...] = ("vllm",)
+#: The law checks a reused uniform can explain (re-diagnosed ``reuses_uniform`` when the chain probe saw one).
+_LAW_CHECKS = (
+    "exact_defect",
+    "reference_law",
+    "reference_law_exact",
+    "end_to_end_law",
+    "positional_law",
+    "adversarial_search",
+)
 
 
-def _check_conventions(conventions: Any) -> tuple[str, ...]:
-    if isinstance(conventions, str):
-        conventions = tuple(c.strip() for c in conventions.split(",") if c.strip())
-    try:
-        out = tuple(conventions)
-    except TypeError:
-        raise ValueError(f"conventions: expected names among {', '.join(CONVENTIONS)}, got {conventions!r}") from None
-    bad = [c for c in out if c not in CONVENTIONS]
-    if bad:
-        raise ValueError(f"conventions: unknown {bad[0]!r}; valid: {', '.join(CONVENTIONS)}")
-    return out
+def _as_reuse(c: CheckResult) -> CheckResult:
+    if c.passed is False and c.name.split("[")[0] in _LAW_CHECKS and c.diagnosis in ("not_lossless", "wrong_residual"):
+        return dataclasses.replace(c, diagnosis="reuses_uniform")
+    return c
 
 
-def _check_args(level: str, budget: str, seed: Any, reference: str | None) -> None:
-    if level not in LEVELS:
-        raise ValueError(f"level: expected one of {', '.join(LEVELS)}, got {level!r}")
-    if budget not in BUDGETS:
-        raise ValueError(f"budget: expected one of {', '.join(BUDGETS)}, got {budget!r}")
-    if not isinstance(seed, int | np.integer) or isinstance(seed, bool) or seed < 0:
-        raise ValueError(f"seed: expected an int >= 0, got {seed!r}")
-    if reference is not None and not isinstance(reference, str):
-        raise ValueError(f"reference: expected a method name or None, got {type(reference).__name__}")
+def _options(options: ValidateOptions | None, keywords: dict[str, Any]) -> ValidateOptions:
+    """The run's options: ``options`` as given, or built from ``validate``'s keywords (not both)."""
+    unknown = [k for k in keywords if k not in ValidateOptions.field_names()]
+    if unknown:
+        raise TypeError(f"validate() got an unexpected keyword argument {unknown[0]!r}")
+    if options is None:
+        return ValidateOptions(**keywords)
+    if keywords:
+        raise ValueError(
+            f"options: pass either options=ValidateOptions(...) or keywords, not both (got options and "
+            f"{', '.join(sorted(keywords))})"
+        )
+    if not isinstance(options, ValidateOptions):
+        raise ValueError(f"options: expected a ValidateOptions, got {type(options).__name__}")
+    return options
 
 
-def validate(
-    verify: Any,
-    *,
-    interface: str = "generic",
-    level: str = "statistical",
-    reference: str | None = None,
-    seed: int = 0,
-    budget: str = "standard",
-    time_limit_s: float = 10.0,
-    instances: Any = None,
-    probes: bool = True,
-    search: bool = True,
-    conventions: Any = (),
-    isolation: str | None = None,
-    workers: int | None = None,
-    quiet: bool | None = None,
-) -> ValidationReport:
+def validate(verify: Any, *, options: ValidateOptions | None = None, **keywords: Any) -> ValidationReport:
     """Check that a speculative-decoding verifier is lossless, and how efficient it is.
 
     Parameters
@@ -97,46 +82,18 @@ def validate(
         target_probs [B, L+1, V], uniforms [B, L+1]) -> int64 [B, L+1]`` (-1 padded); hf:
         transformers' ``_speculative_sampling``. A reference
         :class:`~spectr_gbv.reference.Verifier` (instance or class) is accepted for generic.
-    interface : str
-        ``"generic"``, ``"chain"`` or ``"hf"``.
-    level : str
-        ``"exact"``: the law computed exactly where possible (declared ``outcome_law``, or a
-        chain verifier's supplied uniforms), otherwise statistical (the report says so).
-        ``"statistical"``: sampling only.
-    reference : str, optional
-        Stable method name the verifier claims to implement (``"sd"``, ``"bv"``, ``"mdbv"``,
-        ``"spectr"``, ``"rrs"``, ``"gbv_multipath"``, ...): adds the conditional-law checks.
-    seed : int
-        Seed of every random draw of the harness (>= 0).
-    budget : str
-        ``"quick"`` (TV 0.1 detected with power 0.99, ``wide_vocab`` at 0.3, a lighter search:
-        seconds for a fast verifier, for unit tests and a first look),
-        ``"standard"`` (TV 0.02, the default) or ``"thorough"`` (TV 0.01).
-    time_limit_s : float
-        Seconds one verifier call may take before it counts as hung.
-    instances : optional
-        Replaces the battery: an :class:`~spectr_gbv.core.Instance`, an ``(Instance, K)``
-        pair, a :class:`~spectr_gbv.validate.battery.instance.BatteryInstance`, or a list of them (K
-        defaults to 2, or 1 for chain/hf).
-    probes : bool
-        Run the fixed robustness probes (placeholder ids, a zero coin, all-zero residuals
-        forced and forcing-free, a NaN target row; chain: uniform reuse). False tests only the instances (and the
-        determinism check on the first), e.g. in a property test whose examples are instances;
-        the report notes what was skipped.
-    search : bool
-        Run the adversarial search. False likewise.
-    conventions : sequence of str or str
-        Conventions the interface does not promise, to check as part of the verdict (see
-        :data:`~spectr_gbv.validate.harness.driver.CONVENTIONS`): ``("vllm",)`` makes the -1
-        placeholder probes count. Without it they are advisory notes.
-    isolation : str, optional
-        ``"process"`` (default where ``fork`` exists: the verifier runs in a worker process, so
-        an exit, a crash or a hang in C code is reported) or ``"thread"`` (in-process).
-    workers : int, optional
-        Worker processes that run batches concurrently (default ``min(2, os.cpu_count())``).
-    quiet : bool, optional
-        Hide the progress bar (shown on stderr only when it is a terminal); None follows
-        :func:`spectr_gbv.core.progress.set_quiet` and ``SPECTR_GBV_QUIET``.
+    options : ValidateOptions, optional
+        The run's options, checked when built (:class:`~spectr_gbv.validate.harness.options.ValidateOptions`,
+        whose fields are documented there). Without it, ``validate`` builds one from its keywords.
+    **keywords
+        The fields of :class:`~spectr_gbv.validate.harness.options.ValidateOptions`, as keywords:
+        ``interface`` (``"generic"``, ``"chain"``, ``"hf"``, ...), ``level`` (``"exact"`` or
+        ``"statistical"``), ``reference`` (a method name, e.g. ``"sd"``, ``"mdbv"``), ``seed`` (>= 0),
+        ``budget`` (``"quick"``, ``"standard"``, ``"thorough"``), ``time_limit_s`` (seconds one call
+        may take before it counts as hung), ``instances`` (replaces the battery), ``probes``,
+        ``search`` (False skips the robustness probes or the adversarial search), ``conventions``
+        (``("vllm",)`` makes the -1 placeholder probes count), ``isolation`` (``"process"`` or
+        ``"thread"``), ``workers`` and ``quiet``. Not together with ``options``.
 
     Returns
     -------
@@ -149,8 +106,11 @@ def validate(
     ------
     ValueError
         Unknown interface, level, budget, reference or convention; a bad seed, time limit or
-        instance list; ``verify`` not callable; interface ``"hf"`` without torch. Failures *of
-        the verifier* never raise: they are reported.
+        instance list; ``verify`` not callable; interface ``"hf"`` without torch; ``options``
+        together with keywords, or not a ``ValidateOptions``. Failures *of the verifier* never
+        raise: they are reported.
+    TypeError
+        A keyword that is not a field of ``ValidateOptions``.
 
     References
     ----------
@@ -167,25 +127,23 @@ def validate(
     (False, 'not_lossless')
     """
     t0 = time.perf_counter()
-    check_interface(interface)
-    _check_args(level, budget, seed, reference)
-    conventions = _check_conventions(conventions)
-    reference = reference_check.check_reference(reference)
-    guard = make_guard(time_limit_s, isolation, workers)
-    adapter = make_adapter(verify, interface, guard)
+    opts = _options(options, keywords)
+    guard = make_guard(opts.time_limit_s, opts.isolation, opts.workers)
+    adapter = make_adapter(verify, opts.interface, guard)
     battery = (
-        user_battery(instances, 1 if adapter.single_draft else None)
-        if instances is not None
+        user_battery(opts.instances, 1 if adapter.single_draft else None)
+        if opts.instances is not None
         else default_battery(1 if adapter.single_draft else None)
     )
-    report = ValidationReport(adapter.name, interface, level, level, reference, int(seed), budget)
-    run = _Run(adapter, report)
-    run.conventions = conventions
-    bar = progress_bar(adapter, battery, budget, reference, search, quiet)
+    report = ValidationReport(
+        adapter.name, opts.interface, opts.level, opts.level, opts.reference, opts.seed, opts.budget
+    )
+    run = RunContext(adapter, report, verify, battery, opts)
+    bar = progress_bar(adapter, battery, opts.budget, opts.reference, opts.search, opts.quiet)
     with CapturedWarnings() as captured:
         try:
-            _phases(run, verify, battery, level, reference, int(seed), budget, probes=probes, search=search)
-        except _Stop:
+            run_phases(run)
+        except RunStopped:
             what = "exited" if run.crash is not None and run.crash.diagnosis == "exits" else "hung"
             report.notes.append(f"the run stopped after the verifier {what}; later checks were not run")
         finally:
@@ -204,13 +162,13 @@ def validate(
     if run.reuse_seen:
         report.checks = [_as_reuse(c) for c in report.checks]
     report.checks.sort(key=lambda c: CATEGORIES.index(c.category))
-    if conventions:
-        report.settings["conventions"] = list(conventions)
-    report.settings["sizes_covered"] = sizes_covered(battery, budget, adapter.single_draft, search)
+    if opts.conventions:
+        report.settings["conventions"] = list(opts.conventions)
+    report.settings["sizes_covered"] = sizes_covered(battery, opts.budget, adapter.single_draft, opts.search)
     report.settings["verifier_calls"] = guard.calls
-    report.settings["time_limit_s_per_call"] = time_limit_s
+    report.settings["time_limit_s_per_call"] = opts.time_limit_s
     report.elapsed_s = time.perf_counter() - t0
     return report
 
 
-__all__ = ["BUDGETS", "CONVENTIONS", "LEVELS", "validate"]
+__all__ = ["validate"]

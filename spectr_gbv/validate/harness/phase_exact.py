@@ -46,7 +46,11 @@ def exact_phase(
     budget: str,
     ex: ExactOutcome,
 ) -> None:
-    """Exact checks; fills ``ex`` (laws per instance, scorers for the adversarial search)."""
+    """Exact checks; fills ``ex`` (laws per instance, scorers for the adversarial search).
+
+    ``run`` is the run's :class:`~spectr_gbv.validate.harness.state.RunContext` (its adapter, report,
+    tally and :meth:`~spectr_gbv.validate.harness.state.RunContext.guarded`).
+    """
     from spectr_gbv.simulate.exact import validity_defect  # noqa: PLC0415
 
     adapter, report = run.adapter, run.report
@@ -116,7 +120,7 @@ def _exact_efficiency(run: Any, laws: dict[str, Any], battery: list[BatteryInsta
             continue
         law = laws[bi.label]
         e_tau = float(expected_accepted(law))
-        bbv, opt, ot, note = statistical._optima(bi)  # noqa: SLF001 - shared cache
+        bbv, opt, ot, note = statistical.optima(bi)
         above = opt is not None and e_tau > opt + 1e-9
         run.add(
             CheckResult(

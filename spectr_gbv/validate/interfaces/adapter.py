@@ -23,13 +23,21 @@ from spectr_gbv.validate.isolation.guard import CallGuard
 
 
 # ---------------------------------------------------------------------------- adapters
-def _torch() -> Any:
+def import_torch() -> Any:
+    """The ``torch`` module, imported on first use (an optional dependency).
+
+    Raises
+    ------
+    ImportError
+        torch is not installed.
+    """
     import torch  # noqa: PLC0415 - optional dependency, imported only for torch verifiers
 
     return torch
 
 
-def _has_torch() -> bool:
+def has_torch() -> bool:
+    """Whether torch is installed (without importing it)."""
     return importlib.util.find_spec("torch") is not None
 
 
@@ -67,7 +75,7 @@ class Adapter:
         self.name = name
         self.arrays = "torch" if self.torch_native else "numpy"
         if self.torch_native:
-            _torch()  # every harness-side import before the first timed call
+            import_torch()  # every harness-side import before the first timed call
 
     # subclasses implement _job(drafts, q, p, rng, uniforms, torch_state) -> callable returning Emitted
     def _job(
@@ -158,7 +166,7 @@ class Adapter:
                 arr.flags.writeable = False
         needs = self.torch_native or self.arrays == "torch"
         if needs:
-            _torch()
+            import_torch()
         results = self.guard.call_many(self, "_emit_local", [(*a, self.arrays) for a in args], needs_torch=needs)
         out = []
         for rng, (em, state) in zip(rngs, results, strict=True):
@@ -208,7 +216,7 @@ class Adapter:
 
     def _convert(self, arr: np.ndarray) -> Any:
         if self.arrays == "torch":
-            return _torch().from_numpy(np.array(arr))
+            return import_torch().from_numpy(np.array(arr))
         return arr
 
     def negotiate(self, probe: tuple[np.ndarray, np.ndarray, np.ndarray], seed: int) -> str | None:
@@ -218,7 +226,7 @@ class Adapter:
         torch tensors are tried, and kept when they work. Otherwise nothing changes (the
         checks then report the numpy failure). Interfaces that fix torch tensors skip this.
         """
-        if self.torch_native or not _has_torch():
+        if self.torch_native or not has_torch():
             return None
         try:
             self.emit(*probe, np.random.default_rng(seed))
@@ -239,4 +247,4 @@ class Adapter:
         return lambda i: rng
 
 
-__all__ = ["Adapter"]
+__all__ = ["Adapter", "has_torch", "import_torch"]

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from spectr_gbv.validate.interfaces.adapter import Adapter, _torch
+from spectr_gbv.validate.interfaces.adapter import Adapter, import_torch
 from spectr_gbv.validate.interfaces.outputs import Emitted, read_sequence, to_numpy
 from spectr_gbv.validate.isolation.failures import as_raised
 from spectr_gbv.validate.isolation.guard import CallGuard
@@ -44,7 +44,7 @@ class HFAdapter(Adapter):
         uniforms: np.ndarray | None,
         torch_state: Any = None,
     ) -> Callable[[], Emitted]:
-        torch = _torch()
+        torch = import_torch()
         B, _, L = d.shape
         with np.errstate(divide="ignore"):
             logq = torch.from_numpy(np.log(q[:, 0]).astype(np.float32))

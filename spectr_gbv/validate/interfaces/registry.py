@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from spectr_gbv.validate.interfaces.adapter import Adapter, _has_torch
+from spectr_gbv.validate.interfaces.adapter import Adapter, has_torch
 from spectr_gbv.validate.interfaces.hf import HFAdapter
 from spectr_gbv.validate.interfaces.loading import UnloadableVerifier, as_callable, verifier_name
 from spectr_gbv.validate.interfaces.names import TORCH_INTERFACES, check_interface
@@ -54,7 +54,7 @@ def make_adapter(verify: Any, interface: str, guard: CallGuard) -> Adapter:
         Unknown interface, ``verify`` not callable, or a torch interface without torch.
     """
     check_interface(interface)
-    if interface in TORCH_INTERFACES and not _has_torch():
+    if interface in TORCH_INTERFACES and not has_torch():
         extra = " transformers" if interface == "hf" else ""
         raise ValueError(f"interface {interface!r} needs torch (pip install torch{extra})")
     if isinstance(verify, UnloadableVerifier):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import mmap
 import os
-import pickle
 import signal
 import traceback
 from dataclasses import dataclass
@@ -41,13 +40,6 @@ class Proc:
     slot: int
     bound: int
     torch: bool
-
-
-def _roundtrip_type(cls: type) -> bool:
-    try:
-        return pickle.loads(pickle.dumps(cls)) is cls
-    except Exception:  # noqa: BLE001 - a class defined in a function
-        return False
 
 
 def _where(exc: BaseException) -> str:

@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from spectr_gbv.validate.isolation.processes import Proc, _roundtrip_type, exit_message, kill, status_message
+from spectr_gbv.validate.isolation.processes import Proc, exit_message, kill, status_message
 
 
 class Guard(Protocol):
@@ -152,6 +152,13 @@ def call_many_forked(
     if errors:
         raise errors[min(errors)]
     return [results[i] for i in range(len(arg_list))]
+
+
+def _roundtrip_type(cls: type) -> bool:
+    try:
+        return pickle.loads(pickle.dumps(cls)) is cls
+    except Exception:  # noqa: BLE001 - a class defined in a function
+        return False
 
 
 def _flush() -> None:

@@ -29,15 +29,15 @@ from spectr_gbv.validate.probes.runner import (
     CONTROL_RATIO,
     DEGENERATE_RATIO,
     Forcing,
-    _emit,
-    _failed,
-    _first_problem,
-    _inconclusive,
-    _observed,
-    _raised,
-    _spec,
-    _tile,
-    _valid_tokens,
+    failed_result,
+    first_problem,
+    inconclusive_result,
+    probe_spec,
+    raised_result,
+    run_probe,
+    tile_row,
+    token_problem,
+    with_observed_rate,
 )
 from spectr_gbv.validate.probes.search import find_forcing, forced_rejection, unavailable
 from spectr_gbv.validate.report.results import CheckResult
@@ -78,28 +78,29 @@ def check_zero_coin(adapter: Adapter, K: int, seed: int) -> CheckResult:
     """
     name, L, x = "zero_coin", 2, 2
     NC, B = 2, 4
-    q = _tile([0.0, 0.25, 0.5, 0.25], B, K, L)
-    pc = _tile([0.0, 0.5 - 2.0**-32, 2.0**-31, 0.5 - 2.0**-32], B, K, L + 1)
-    p = _tile([0.0, 0.5, 0.0, 0.5], B, K, L + 1)
+    q = tile_row([0.0, 0.25, 0.5, 0.25], B, K, L)
+    pc = tile_row([0.0, 0.5 - 2.0**-32, 2.0**-31, 0.5 - 2.0**-32], B, K, L + 1)
+    p = tile_row([0.0, 0.5, 0.0, 0.5], B, K, L + 1)
     drafts = np.full((B, K, L), x, dtype=np.int64)
     seed_c, seed_p = seed, seed + 1000
     what_c = f"control (a valid input: draft token {x} with p/q = 2**-30, coin forced to 0)"
     why = unavailable(adapter)
     if why:
-        return _inconclusive(name, _spec(name, drafts[0], q[0], p[0]), 0, why)
+        return inconclusive_result(name, probe_spec(name, drafts[0], q[0], p[0]), 0, why)
     try:
-        em0, _ = _emit(adapter, drafts, q, pc, None, seed + 3000)
+        em0, _ = run_probe(adapter, drafts, q, pc, None, seed + 3000)
     except VerifierFailure as err:
-        return _raised(name, err, _spec(name, drafts[0], q[0], pc[0]), "control with ordinary coins")
-    bad = _first_problem(em0, drafts, pc)
+        return raised_result(name, err, probe_spec(name, drafts[0], q[0], pc[0]), "control with ordinary coins")
+    bad = first_problem(em0, drafts, pc)
     if bad is not None:
-        res = _failed(name, *bad, "control with ordinary coins", drafts, q, pc, B, None, seed + 3000, None)
-        return _observed(res, sum(_first_problem(em0, drafts, pc, range(b, b + 1)) is not None for b in range(B)), B)
+        res = failed_result(name, *bad, "control with ordinary coins", drafts, q, pc, B, None, seed + 3000, None)
+        k = sum(first_problem(em0, drafts, pc, range(b, b + 1)) is not None for b in range(B))
+        return with_observed_rate(res, k, B)
     runs: dict[Forcing, tuple[Emitted, np.ndarray | None] | VerifierFailure] = {}
 
     def fires(f: Forcing) -> bool:
         try:
-            runs[f] = _emit(adapter, drafts[:NC], q[:NC], pc[:NC], f, seed_c)
+            runs[f] = run_probe(adapter, drafts[:NC], q[:NC], pc[:NC], f, seed_c)
         except VerifierTimedOut:
             raise
         except VerifierFailure as err:
@@ -121,29 +122,29 @@ def check_zero_coin(adapter: Adapter, K: int, seed: int) -> CheckResult:
     calls = B + NC * found.runs
     f = found.forcing
     if f is None:
-        return _inconclusive(name, _spec(name, drafts[0], q[0], p[0]), calls, found.why)
+        return inconclusive_result(name, probe_spec(name, drafts[0], q[0], p[0]), calls, found.why)
     out = runs.get(dataclasses.replace(f, seen=None))
     if isinstance(out, VerifierFailure):
-        return _raised(name, out, _spec(name, drafts[0], q[0], pc[0], coin=f.spec(seed_c)), what_c, f)
+        return raised_result(name, out, probe_spec(name, drafts[0], q[0], pc[0], coin=f.spec(seed_c)), what_c, f)
     if out is not None:
-        bad = _first_problem(out[0], drafts, pc, range(NC))
+        bad = first_problem(out[0], drafts, pc, range(NC))
         if bad is not None:
-            return _failed(name, *bad, what_c, drafts, q, pc, calls, f, seed_c, out[1])
+            return failed_result(name, *bad, what_c, drafts, q, pc, calls, f, seed_c, out[1])
     what = f"draft token {x} of target probability 0 under a coin of 0"
     try:
-        em, u = _emit(adapter, drafts, q, p, f, seed_p)
+        em, u = run_probe(adapter, drafts, q, p, f, seed_p)
     except VerifierFailure as err:
-        return _raised(name, err, _spec(name, drafts[0], q[0], p[0], coin=f.spec(seed_p)), what, f)
+        return raised_result(name, err, probe_spec(name, drafts[0], q[0], p[0], coin=f.spec(seed_p)), what, f)
     calls += B
-    bad = _first_problem(em, drafts, p)
+    bad = first_problem(em, drafts, p)
     if bad is not None:
-        return _failed(name, *bad, what, drafts, q, p, calls, f, seed_p, u)
+        return failed_result(name, *bad, what, drafts, q, p, calls, f, seed_p, u)
     return CheckResult(
         name,
         "robustness",
         True,
         sample_size=calls,
-        instance=_spec(name, drafts[0], q[0], p[0], coin=f.spec(seed_p)),
+        instance=probe_spec(name, drafts[0], q[0], p[0], coin=f.spec(seed_p)),
         detail=(
             f"{what}: all {B} outputs valid; coin confirmed: {f.describe()}, under which the control accepted its "
             f"draft token of p/q = 2**-30, which ordinary coins rejected ({found.runs} control run(s))"
@@ -187,8 +188,8 @@ def check_degenerate_residual(adapter: Adapter, K: int, seed: int) -> CheckResul
     name, L, x, B = "degenerate_residual", 1, 1, 4
     r = DEGENERATE_RATIO
     g = 1.0 - 2.0**-25 - 2.0**-34
-    q = _tile([2.0**-34, 2.0**-25, g], B, K, L)
-    p = _tile([0.0, 2.0**-25 * r, g], B, K, L + 1)
+    q = tile_row([2.0**-34, 2.0**-25, g], B, K, L)
+    p = tile_row([0.0, 2.0**-25 * r, g], B, K, L + 1)
     drafts = np.zeros((B, K, L), dtype=np.int64)
     drafts[:, 0] = x
     what = (
@@ -232,8 +233,8 @@ def check_covering_drafts(adapter: Adapter, K: int, seed: int) -> CheckResult:
     """
     name, L, B = "covering_drafts", 1, 4
     r = 1.0 - 2.0**-31
-    q = _tile([1.0 - 2.0**-34, 2.0**-34, 0.0], B, K, L)
-    p = _tile([r, 0.0, 0.0], B, K, L + 1)
+    q = tile_row([1.0 - 2.0**-34, 2.0**-34, 0.0], B, K, L)
+    p = tile_row([r, 0.0, 0.0], B, K, L + 1)
     drafts = np.ones((B, K, L), dtype=np.int64)
     drafts[:, 0] = 0
     what = "a rejection after drafts covering the target's support (p(0) = 1 - 2**-31, an all-zero residual)"
@@ -243,8 +244,8 @@ def check_covering_drafts(adapter: Adapter, K: int, seed: int) -> CheckResult:
         return res
     # float32 sums: 4 drafts covering a support whose float32 cumulative sum is 1 - 2**-23
     d4 = np.tile(np.arange(4, dtype=np.int64).reshape(1, 4, 1), (B, 1, 1))
-    q4 = _tile([0.2] * 5, B, 4, L)
-    p4 = np.concatenate([_tile(COVER_ROW, B, 4, L), _tile([0.2] * 5, B, 4, 1)], axis=2)
+    q4 = tile_row([0.2] * 5, B, 4, L)
+    p4 = np.concatenate([tile_row(COVER_ROW, B, 4, L), tile_row([0.2] * 5, B, 4, 1)], axis=2)
     what4 = (
         "4 drafts covering the target's support (p sums to 1 in float64, to 1 - 2**-23 in float32) and a coin "
         "above the float32 sum: an all-zero residual"
@@ -272,22 +273,22 @@ def check_nan_row(adapter: Adapter, K: int, seed: int) -> CheckResult:
     CheckResult
     """
     name, V, L, B = "nan_target_row", 3, 1, 4
-    q = _tile([0.5, 0.25, 0.25], B, K, L)
-    p = _tile([0.2, 0.3, 0.5], B, K, L + 1)
+    q = tile_row([0.5, 0.25, 0.25], B, K, L)
+    p = tile_row([0.2, 0.3, 0.5], B, K, L + 1)
     p[:, :, 0] = np.nan
     drafts = np.zeros((B, K, L), dtype=np.int64)
-    spec = _spec(name, drafts[0], q[0], p[0])
+    spec = probe_spec(name, drafts[0], q[0], p[0])
     what = "a NaN target row (not a valid input: advisory)"
     try:
-        em, u = _emit(adapter, drafts, q, p, None, seed)
+        em, u = run_probe(adapter, drafts, q, p, None, seed)
     except VerifierTimedOut as err:
-        return dataclasses.replace(_raised(name, err, spec, what), advisory=True)
+        return dataclasses.replace(raised_result(name, err, spec, what), advisory=True)
     except VerifierFailure as err:
         return CheckResult(name, "robustness", True, sample_size=B, instance=spec, detail=f"surfaced the fault: {err}")
     for b in range(B):
-        bad = _valid_tokens(em, b, V, L + 1)
+        bad = token_problem(em, b, V, L + 1)
         if bad is not None:
-            return _failed(name, b, bad, what, drafts, q, p, B, None, seed, u, advisory=True)
+            return failed_result(name, b, bad, what, drafts, q, p, B, None, seed, u, advisory=True)
     return CheckResult(
         name, "robustness", True, sample_size=B, instance=spec, detail="a NaN target row: all outputs valid"
     )
@@ -318,7 +319,7 @@ def check_uniform_reuse(adapter: Adapter, seed: int) -> tuple[CheckResult, bool]
     uniforms = np.empty((B, L + 1))
     uniforms[:, 0] = np.linspace(0.3, 0.999, B)
     uniforms[:, 1:] = np.random.default_rng([seed, 11]).random(L)[None, :]
-    spec = _spec("uniform_reuse", drafts[0], q[0], p[0], uniforms="u0 swept over [0.3, 0.999], u1, u2 fixed")
+    spec = probe_spec("uniform_reuse", drafts[0], q[0], p[0], uniforms="u0 swept over [0.3, 0.999], u1, u2 fixed")
     try:
         em = adapter.emit(drafts, q, p, np.random.default_rng(seed), uniforms)
     except VerifierFailure as err:

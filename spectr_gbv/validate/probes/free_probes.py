@@ -33,7 +33,7 @@ import numpy as np
 from spectr_gbv.validate.interfaces.adapter import Adapter
 from spectr_gbv.validate.interfaces.outputs import Emitted
 from spectr_gbv.validate.isolation.failures import VerifierFailure, VerifierRaised
-from spectr_gbv.validate.probes.runner import _observed, _row_problem, _spec, _tile
+from spectr_gbv.validate.probes.runner import probe_spec, row_problem, tile_row, with_observed_rate
 from spectr_gbv.validate.report.results import CheckResult
 
 #: Verifier calls per forcing-free probe.
@@ -77,7 +77,7 @@ def degenerate_rows(name: str, K: int) -> tuple[np.ndarray, np.ndarray, np.ndarr
         raise ValueError(f"name: expected 'zero_target_draft' or 'near_identical_rows', got {name!r}")
     drafts = np.zeros((K, 1), dtype=np.int64)
     drafts[0] = x
-    return drafts, _tile(qrow, 1, K, 1)[0], _tile(prow, 1, K, 2)[0], what
+    return drafts, tile_row(qrow, 1, K, 1)[0], tile_row(prow, 1, K, 2)[0], what
 
 
 def check_degenerate_rows(adapter: Adapter, K: int, seed: int, calls: int = CALLS) -> list[CheckResult]:
@@ -111,7 +111,7 @@ def _probe(adapter: Adapter, name: str, K: int, seed: int, N: int) -> CheckResul
     d1, q1, p1, what = degenerate_rows(name, K)
     drafts, q, p = np.tile(d1, (N, 1, 1)), np.tile(q1, (N, 1, 1, 1)), np.tile(p1, (N, 1, 1, 1))
     outcomes = _run(adapter, drafts, q, p, seed)
-    spec = _spec(name, d1, q1, p1, random=f"ordinary randomness, {N} calls, seed {seed}")
+    spec = probe_spec(name, d1, q1, p1, random=f"ordinary randomness, {N} calls, seed {seed}")
     kinds: Counter[str] = Counter()
     first: dict[str, str] = {}
     rejected = 0
@@ -119,7 +119,7 @@ def _probe(adapter: Adapter, name: str, K: int, seed: int, N: int) -> CheckResul
         if isinstance(out, VerifierFailure):
             bad: tuple[str, str] | None = ("raises", str(out))
         else:
-            bad = _row_problem(out, 0, drafts[b : b + 1], p[b : b + 1])
+            bad = row_problem(out, 0, drafts[b : b + 1], p[b : b + 1])
             rejected += int(bad is None and out.lengths[0] == 1)
         if bad is not None:
             kinds[bad[0]] += 1
@@ -145,7 +145,7 @@ def _probe(adapter: Adapter, name: str, K: int, seed: int, N: int) -> CheckResul
         detail=f"{what}: failed in {k}/{N} calls with ordinary randomness ({counts}); first: {first[diag]}",
         diagnosis=diag,
     )
-    return _observed(res, k, N, CONFIDENCE)
+    return with_observed_rate(res, k, N, CONFIDENCE)
 
 
 def _run(adapter: Adapter, drafts: np.ndarray, q: np.ndarray, p: np.ndarray, seed: int) -> list[Any]:

@@ -22,7 +22,14 @@ from spectr_gbv.validate.battery.tables import Tables
 from spectr_gbv.validate.checks.structural import failure_result
 from spectr_gbv.validate.interfaces.adapter import Adapter
 from spectr_gbv.validate.isolation.failures import VerifierFailure, VerifierTimedOut
-from spectr_gbv.validate.probes.runner import _emit, _failed, _spec, _takes_uniforms, _tile, _valid_tokens
+from spectr_gbv.validate.probes.runner import (
+    failed_result,
+    probe_spec,
+    run_probe,
+    takes_uniforms,
+    tile_row,
+    token_problem,
+)
 from spectr_gbv.validate.report.results import CheckResult
 
 _PLACEHOLDER_NOTE = (
@@ -81,11 +88,11 @@ def check_determinism(adapter: Adapter, tables: Tables, bi: BatteryInstance, see
     rng = np.random.default_rng([seed, 7])
     drafts = tables.sample_drafts(num, bi.K, rng)
     q, p = tables.rows(drafts)
-    uniforms = rng.random((num, bi.instance.L + 1)) if _takes_uniforms(adapter) else None
+    uniforms = rng.random((num, bi.instance.L + 1)) if takes_uniforms(adapter) else None
     a = adapter.emit(drafts, q, p, np.random.default_rng([seed, 8]), uniforms)
     b = adapter.emit(drafts, q, p, np.random.default_rng([seed, 8]), uniforms)
     same = np.array_equal(a.tokens, b.tokens) and np.array_equal(a.lengths, b.lengths)
-    what = "the same uniforms" if _takes_uniforms(adapter) else "a generator with the same seed"
+    what = "the same uniforms" if takes_uniforms(adapter) else "a generator with the same seed"
     if same:
         return CheckResult(
             "determinism",
@@ -144,14 +151,14 @@ def check_placeholders(adapter: Adapter, K: int, seed: int, declared: bool = Fal
         name = f"placeholder_ids[{variant}]"
         drafts = np.full((B, K, L), -1, dtype=np.int64)
         drafts[:, :, 0] = np.arange(B)[:, None] % 3
-        q = _tile(qrow, B, K, L)
+        q = tile_row(qrow, B, K, L)
         if variant == "zero_rows":
             q[:, :, 1:] = 0.0
-        p = _tile(prow, B, K, L + 1)
-        spec = _spec(name, drafts[0], q[0], p[0])
+        p = tile_row(prow, B, K, L + 1)
+        spec = probe_spec(name, drafts[0], q[0], p[0])
         res = None
         try:
-            em, _ = _emit(adapter, drafts, q, p, None, seed)
+            em, _ = run_probe(adapter, drafts, q, p, None, seed)
         except VerifierTimedOut as err:
             res = failure_result(name, "robustness", err, spec)
         except VerifierFailure as err:
@@ -172,9 +179,9 @@ def check_placeholders(adapter: Adapter, K: int, seed: int, declared: bool = Fal
                         ),
                     )
                 else:
-                    bad = _valid_tokens(em, b, V, 2)
+                    bad = token_problem(em, b, V, 2)
                 if bad is not None:
-                    res = _failed(name, b, bad, "drafts padded with -1 ids", drafts, q, p, B, None, seed, None)
+                    res = failed_result(name, b, bad, "drafts padded with -1 ids", drafts, q, p, B, None, seed, None)
                     break
             else:
                 res = CheckResult(

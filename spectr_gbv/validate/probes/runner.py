@@ -4,9 +4,9 @@ Holds :class:`Forcing` (one way of forcing position 0's acceptance coin: its sou
 forced draws, the value the verifier saw and how often its own randomness draws that value),
 the coin source of each interface, the controls' ratios (:data:`CONTROL_RATIO`,
 :data:`DEGENERATE_RATIO`), and the private helpers the probes share: running a probe row by
-row under a forcing (``_emit``), judging its rows (``_row_problem``, ``_first_problem``,
-``_valid_tokens``) and building its results (``_spec``, ``_failed``, ``_inconclusive``,
-``_raised``; a failure under a forcing carries the forced value's probability as its
+row under a forcing (``run_probe``), judging its rows (``row_problem``, ``first_problem``,
+``token_problem``) and building its results (``probe_spec``, ``failed_result``, ``inconclusive_result``,
+``raised_result``; a failure under a forcing carries the forced value's probability as its
 severity). Imports :mod:`spectr_gbv.validate.coins`, ``isolation``, ``checks.structural``,
 ``interfaces`` and ``report``; never the probes (which import this module), and torch only
 lazily. The search for the forced draw and its confirmation are in
@@ -166,7 +166,7 @@ class Forcing:
         }
 
 
-def _coin_source(adapter: Adapter) -> str:
+def probe_coin_source(adapter: Adapter) -> str:
     """Where a verifier's coins come from: ``"chain"``, ``"torch"`` or ``"numpy"``.
 
     chain, chain_torch: the supplied uniforms; hf, generic_torch, batched_torch: a torch CPU
@@ -176,17 +176,18 @@ def _coin_source(adapter: Adapter) -> str:
     declared = getattr(adapter, "coin_source", None)
     if declared in ("numpy", "torch", "chain"):
         return str(declared)
-    if _takes_uniforms(adapter):
+    if takes_uniforms(adapter):
         return "chain"
     return "torch" if adapter.interface == "hf" or adapter.interface.endswith("_torch") else "numpy"
 
 
-def _takes_uniforms(adapter: Adapter) -> bool:
+def takes_uniforms(adapter: Adapter) -> bool:
     """Whether the verifier is handed uniforms (the chain interfaces)."""
     return adapter.interface.startswith("chain")
 
 
-def _takes_torch_state(adapter: Adapter) -> bool:
+def takes_torch_state(adapter: Adapter) -> bool:
+    """Whether the adapter's ``emit`` accepts a ``torch_state`` keyword (or any keyword)."""
     try:
         params = inspect.signature(adapter.emit).parameters
     except (TypeError, ValueError):
@@ -194,7 +195,7 @@ def _takes_torch_state(adapter: Adapter) -> bool:
     return "torch_state" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
 
 
-def _emit(
+def run_probe(
     adapter: Adapter, drafts: np.ndarray, q: np.ndarray, p: np.ndarray, forcing: Forcing | None, seed: int
 ) -> tuple[Emitted, np.ndarray | None]:
     """Run a probe: one call per row (row b's coin source seeded ``seed + b``), one batch for chain.
@@ -206,7 +207,7 @@ def _emit(
     VerifierRaised, VerifierTimedOut
     """
     B, _, L = drafts.shape
-    if _takes_uniforms(adapter):
+    if takes_uniforms(adapter):
         u = np.random.default_rng([seed, 5]).random((B, L + 1))
         if forcing is not None:
             if forcing.index == 0:
@@ -234,7 +235,7 @@ def _emit(
     return em, None
 
 
-def _spec(name: str, drafts: np.ndarray, q: np.ndarray, p: np.ndarray, **extra: Any) -> dict[str, Any]:
+def probe_spec(name: str, drafts: np.ndarray, q: np.ndarray, p: np.ndarray, **extra: Any) -> dict[str, Any]:
     """A probe's instance spec: the arrays of one row (``drafts`` [K, L], ``q`` [K, L, V], ``p`` [K, L+1, V])."""
     K, L = drafts.shape
     return {
@@ -250,11 +251,19 @@ def _spec(name: str, drafts: np.ndarray, q: np.ndarray, p: np.ndarray, **extra: 
     }
 
 
-def _tile(row: np.ndarray, B: int, K: int, T: int) -> np.ndarray:
+def tile_row(row: np.ndarray, B: int, K: int, T: int) -> np.ndarray:
+    """One probability row ``[V]`` repeated to float64 ``[B, K, T, V]`` (a probe's q or p arrays)."""
     return np.tile(np.asarray(row, dtype=np.float64), (B, K, T, 1))
 
 
-def _valid_tokens(em: Emitted, b: int, V: int, max_len: int) -> tuple[str, str] | None:
+def token_problem(em: Emitted, b: int, V: int, max_len: int) -> tuple[str, str] | None:
+    """Why row ``b``'s output is unreadable, has an id outside ``0..V-1`` or more than ``max_len`` tokens.
+
+    Returns
+    -------
+    tuple of str or None
+        ``(diagnosis, message)``, or None when the tokens are readable, in range and not too many.
+    """
     if b in em.problems:
         return em.problems[b]
     toks = em.tokens[b, : em.lengths[b]]
@@ -265,14 +274,14 @@ def _valid_tokens(em: Emitted, b: int, V: int, max_len: int) -> tuple[str, str] 
     return None
 
 
-def _row_problem(em: Emitted, b: int, drafts: np.ndarray, p: np.ndarray) -> tuple[str, str] | None:
+def row_problem(em: Emitted, b: int, drafts: np.ndarray, p: np.ndarray) -> tuple[str, str] | None:
     """Invalid output of row b: unreadable, out of range, not a draft prefix plus one, or p = 0.
 
     The emitted tokens but the last must be a prefix of some draft k of row b, and every
     emitted token must have positive target probability along that draft (``p[b, k]``).
     """
     L, V = drafts.shape[-1], p.shape[-1]
-    bad = _valid_tokens(em, b, V, L + 1)
+    bad = token_problem(em, b, V, L + 1)
     if bad is not None:
         return bad
     toks = em.tokens[b, : em.lengths[b]]
@@ -296,17 +305,24 @@ def _row_problem(em: Emitted, b: int, drafts: np.ndarray, p: np.ndarray) -> tupl
     return None
 
 
-def _first_problem(
+def first_problem(
     em: Emitted, drafts: np.ndarray, p: np.ndarray, rows: range | None = None
 ) -> tuple[int, tuple[str, str]] | None:
+    """The first row (of ``rows``, default all) with an invalid output (:func:`row_problem`).
+
+    Returns
+    -------
+    tuple or None
+        ``(b, (diagnosis, message))``, or None when every row is valid.
+    """
     for b in rows if rows is not None else range(len(drafts)):
-        bad = _row_problem(em, b, drafts, p)
+        bad = row_problem(em, b, drafts, p)
         if bad is not None:
             return b, bad
     return None
 
 
-def _failed(
+def failed_result(
     name: str,
     b: int,
     diag_msg: tuple[str, str],
@@ -320,6 +336,12 @@ def _failed(
     u: np.ndarray | None,
     advisory: bool = False,
 ) -> CheckResult:
+    """A failed robustness check for row ``b`` of a probe, with the row as its instance spec.
+
+    ``diag_msg`` is ``(diagnosis, message)``, ``what`` the situation (detail ``"{what}: {message}"``),
+    ``n`` the sample size; with ``forcing`` the spec records the coin and the severity is the forced
+    value's probability, with ``u`` (chain) the uniforms of the row. ``advisory`` marks a check outside the verdict.
+    """
     diag, msg = diag_msg
     extra: dict[str, Any] = {}
     if forcing is not None:
@@ -331,15 +353,15 @@ def _failed(
         "robustness",
         False,
         sample_size=n,
-        instance=_spec(name, drafts[b], q[b], p[b], **extra),
+        instance=probe_spec(name, drafts[b], q[b], p[b], **extra),
         detail=f"{what}: {msg}" + (f"; {forcing.describe()}" if forcing is not None else ""),
         diagnosis=diag,
         advisory=advisory,
     )
-    return _with_severity(res, forcing)
+    return with_forced_severity(res, forcing)
 
 
-def _observed(res: CheckResult, k: int, n: int, confidence: float = 0.95) -> CheckResult:
+def with_observed_rate(res: CheckResult, k: int, n: int, confidence: float = 0.95) -> CheckResult:
     """``res`` with the observed failure rate ``k/n`` under ordinary randomness as its severity.
 
     The note gives the count and the two-sided Clopper-Pearson interval (``scipy.stats.binomtest``).
@@ -352,7 +374,7 @@ def _observed(res: CheckResult, k: int, n: int, confidence: float = 0.95) -> Che
     return dataclasses.replace(res, severity=k / n, severity_note=note)
 
 
-def _with_severity(res: CheckResult, forcing: Forcing | None) -> CheckResult:
+def with_forced_severity(res: CheckResult, forcing: Forcing | None) -> CheckResult:
     """``res`` with the severity of a failure caused by ``forcing``'s coin (unchanged without one)."""
     if forcing is None or res.passed is not False:
         return res
@@ -364,17 +386,37 @@ def _with_severity(res: CheckResult, forcing: Forcing | None) -> CheckResult:
     return dataclasses.replace(res, severity=prob, severity_note=note)
 
 
-def _inconclusive(name: str, spec: dict[str, Any], n: int, why: str) -> CheckResult:
+def inconclusive_result(name: str, spec: dict[str, Any], n: int, why: str) -> CheckResult:
+    """An inconclusive robustness check (``passed`` None): the coin could not be forced, for ``why``."""
     return CheckResult(
         name, "robustness", None, sample_size=n, instance=spec, detail=f"inconclusive: could not force the coin ({why})"
     )
 
 
-def _raised(
+def raised_result(
     name: str, err: VerifierFailure, spec: dict[str, Any], what: str, forcing: Forcing | None = None
 ) -> CheckResult:
+    """A failed robustness check for a verifier that raised (or hung) on a probe, with ``forcing``'s severity."""
     res = failure_result(name, "robustness", err, spec)
-    return _with_severity(dataclasses.replace(res, detail=f"{what}: {res.detail}"), forcing)
+    return with_forced_severity(dataclasses.replace(res, detail=f"{what}: {res.detail}"), forcing)
 
 
-__all__ = ["CONTROL_RATIO", "DEGENERATE_RATIO", "Forcing"]
+__all__ = [
+    "CONTROL_RATIO",
+    "DEGENERATE_RATIO",
+    "Forcing",
+    "failed_result",
+    "first_problem",
+    "inconclusive_result",
+    "probe_coin_source",
+    "probe_spec",
+    "raised_result",
+    "row_problem",
+    "run_probe",
+    "takes_torch_state",
+    "takes_uniforms",
+    "tile_row",
+    "token_problem",
+    "with_forced_severity",
+    "with_observed_rate",
+]

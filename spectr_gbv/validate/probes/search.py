@@ -40,15 +40,15 @@ from spectr_gbv.validate.interfaces.outputs import Emitted
 from spectr_gbv.validate.isolation.failures import VerifierFailure, VerifierRaised, VerifierTimedOut
 from spectr_gbv.validate.probes.runner import (
     Forcing,
-    _coin_source,
-    _emit,
-    _failed,
-    _first_problem,
-    _inconclusive,
-    _observed,
-    _raised,
-    _spec,
-    _takes_torch_state,
+    failed_result,
+    first_problem,
+    inconclusive_result,
+    probe_coin_source,
+    probe_spec,
+    raised_result,
+    run_probe,
+    takes_torch_state,
+    with_observed_rate,
 )
 from spectr_gbv.validate.report.results import CheckResult
 
@@ -99,7 +99,7 @@ def find_forcing(
     Parameters
     ----------
     adapter : Adapter
-        The verifier's adapter (its coin source: ``runner._coin_source``).
+        The verifier's adapter (its coin source: ``runner.probe_coin_source``).
     patterns : tuple of str
         The extremes to try, in order (``"zero"``, ``"max"``; torch also ``"high"``, the
         largest bfloat16 coin). numpy and chain use ``"zero"`` and ``"max"`` only.
@@ -131,7 +131,7 @@ def find_forcing(
     found.why = unavailable(adapter)
     if found.why:
         return found
-    source = _coin_source(adapter)
+    source = probe_coin_source(adapter)
 
     def safe(f: Forcing) -> bool:
         found.runs += 1
@@ -189,9 +189,9 @@ def unavailable(adapter: Adapter) -> str:
         ``"the adapter cannot install a torch RNG state ..."`` or ``"torch is not installed"``
         for a verifier drawing from torch; empty otherwise.
     """
-    if _coin_source(adapter) != "torch":
+    if probe_coin_source(adapter) != "torch":
         return ""
-    if not _takes_torch_state(adapter):
+    if not takes_torch_state(adapter):
         return "the adapter cannot install a torch RNG state (Adapter.emit takes no torch_state)"
     try:
         import torch  # noqa: F401, PLC0415 - only to know whether torch states can be built
@@ -224,7 +224,7 @@ def _narrow(which: str, safe: Callable[[Forcing], bool]) -> Forcing | None:
 
 def _failed_run(out: tuple[Emitted, np.ndarray | None] | VerifierFailure, drafts: np.ndarray, p: np.ndarray) -> bool:
     """Whether a run raised or emitted an invalid output."""
-    return isinstance(out, VerifierFailure) or _first_problem(out[0], drafts, p) is not None
+    return isinstance(out, VerifierFailure) or first_problem(out[0], drafts, p) is not None
 
 
 def _orientation(f: Forcing, predicates: Predicates) -> str | None:
@@ -293,32 +293,32 @@ def forced_rejection(
     """
     drafts, q, p = arrays
     B, L = len(drafts), drafts.shape[-1]
-    spec0 = _spec(name, drafts[0], q[0], p[0])
+    spec0 = probe_spec(name, drafts[0], q[0], p[0])
     why = unavailable(adapter)
     if why:
-        return _inconclusive(name, spec0, 0, why)
+        return inconclusive_result(name, spec0, 0, why)
     try:
-        em0, u0 = _emit(adapter, drafts, q, p, None, seed + 2000)
+        em0, u0 = run_probe(adapter, drafts, q, p, None, seed + 2000)
     except VerifierFailure as err0:
         why = "raises on this valid input (rows summing to 1 within 1e-9) even with ordinary coins"
-        return _raised(name, err0, spec0, why)
-    bad = _first_problem(em0, drafts, p)
+        return raised_result(name, err0, spec0, why)
+    bad = first_problem(em0, drafts, p)
     if bad is not None:
-        res = _failed(name, *bad, what + " with ordinary coins", drafts, q, p, B, None, seed + 2000, u0)
-        k = sum(_first_problem(em0, drafts, p, range(b, b + 1)) is not None for b in range(B))
-        return _observed(res, k, B)
+        res = failed_result(name, *bad, what + " with ordinary coins", drafts, q, p, B, None, seed + 2000, u0)
+        k = sum(first_problem(em0, drafts, p, range(b, b + 1)) is not None for b in range(B))
+        return with_observed_rate(res, k, B)
     runs: dict[Forcing, tuple[Emitted, np.ndarray | None] | VerifierFailure] = {}
 
     def fires(f: Forcing) -> bool:
         try:
-            runs[f] = _emit(adapter, drafts, q, p, f, seed)
+            runs[f] = run_probe(adapter, drafts, q, p, f, seed)
         except VerifierTimedOut:
             raise
         except VerifierFailure as err:
             runs[f] = err
             raise
         em = runs[f][0]
-        bad = _first_problem(em, drafts, p) is not None
+        bad = first_problem(em, drafts, p) is not None
         return bad or (rejects and all(em.lengths[b] < L + 1 for b in range(B)))
 
     ordinary = rejects and sum(int(em0.lengths[b] < L + 1) for b in range(B)) * 2 >= B
@@ -328,19 +328,19 @@ def forced_rejection(
     if f is None:  # unconfirmed, but one forced draw (a value the verifier can draw) that failed still fails
         f = next((g for g, out in runs.items() if g.count == 1 and _failed_run(out, drafts, p)), None)
         if f is None:
-            return _inconclusive(name, spec0, calls, found.why)
-    spec = _spec(name, drafts[0], q[0], p[0], coin=f.spec(seed))
+            return inconclusive_result(name, spec0, calls, found.why)
+    spec = probe_spec(name, drafts[0], q[0], p[0], coin=f.spec(seed))
     out = runs.get(dataclasses.replace(f, seen=None))
     if out is None:  # not run on its own while narrowing: run it
         try:
-            out = _emit(adapter, drafts, q, p, f, seed)
+            out = run_probe(adapter, drafts, q, p, f, seed)
         except VerifierTimedOut:
             raise
         except VerifierFailure as err:
             out = err
         calls += B
     if isinstance(out, VerifierFailure):
-        return _raised(
+        return raised_result(
             name,
             out,
             spec,
@@ -348,11 +348,11 @@ def forced_rejection(
             f"rejects; with ordinary coins, which accept, it runs; {f.describe()})",
             f,
         )
-    bad = _first_problem(out[0], drafts, p)
+    bad = first_problem(out[0], drafts, p)
     if bad is not None:
         if out[0].lengths[bad[0]] == L + 1:  # no rejection: the forced value broke the bonus draw
             what += "; the draft was accepted and the forced draw broke the bonus token's draw"
-        return _failed(name, *bad, what, drafts, q, p, calls, f, seed, out[1])
+        return failed_result(name, *bad, what, drafts, q, p, calls, f, seed, out[1])
     return CheckResult(
         name,
         "robustness",

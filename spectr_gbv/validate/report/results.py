@@ -146,20 +146,25 @@ class CheckResult:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (non-finite floats become the strings ``"inf"``, ``"-inf"``, ``"nan"``)."""
-        return _jsonable(asdict(self))
+        return jsonable(asdict(self))
 
 
-def _jsonable(obj: Any) -> Any:
+def jsonable(obj: Any) -> Any:
+    """``obj`` made JSON-serialisable, recursively.
+
+    Non-finite floats become ``"nan"``, ``"inf"`` or ``"-inf"``; dict keys become strings; tuples
+    become lists; numpy scalars their Python value. Other objects are returned unchanged.
+    """
     if isinstance(obj, float):
         if math.isfinite(obj):
             return obj
         return "nan" if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
     if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
+        return {str(k): jsonable(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
-        return [_jsonable(v) for v in obj]
+        return [jsonable(v) for v in obj]
     if hasattr(obj, "item") and callable(obj.item):  # numpy scalar
-        return _jsonable(obj.item())
+        return jsonable(obj.item())
     return obj
 
 
@@ -215,12 +220,4 @@ def by_severity(checks: list[CheckResult]) -> list[CheckResult]:
     return out
 
 
-def _fmt(x: float | int | None, spec: str = ".3g") -> str:
-    if x is None:
-        return "-"
-    if isinstance(x, int):
-        return str(x)
-    return format(x, spec)
-
-
-__all__ = ["CATEGORIES", "DIAGNOSES", "CheckResult", "by_severity", "severity_phrase"]
+__all__ = ["CATEGORIES", "DIAGNOSES", "CheckResult", "by_severity", "jsonable", "severity_phrase"]

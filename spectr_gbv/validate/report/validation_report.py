@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from spectr_gbv.validate.report.results import CATEGORIES, CheckResult, _fmt, _jsonable, by_severity
+from spectr_gbv.validate.report.results import CATEGORIES, CheckResult, by_severity, jsonable
 
 #: Diagnoses of a wrong output law (the headline question: is the output law the target law?).
 LAW_DIAGNOSES: tuple[str, ...] = (
@@ -46,6 +46,14 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Robustness", ("structural", "robustness")),
     ("Reference", ("reference",)),
 )
+
+
+def _fmt(x: float | int | None, spec: str = ".3g") -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, int):
+        return str(x)
+    return format(x, spec)
 
 
 @dataclass
@@ -169,7 +177,7 @@ class ValidationReport:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict: the header fields, the verdict, ``checks``, ``smallest_failure``."""
         small = self.smallest_failure
-        return _jsonable(
+        return jsonable(
             {
                 "verifier": self.verifier,
                 "interface": self.interface,
@@ -342,7 +350,7 @@ class ValidationReport:
             else:
                 lines += ["", f"Smallest failing case: {small.name} [{small.diagnosis}]"]
             if small.instance:
-                lines.append(f"    {json.dumps(_jsonable(small.instance), separators=(',', ':'))}")
+                lines.append(f"    {json.dumps(jsonable(small.instance), separators=(',', ':'))}")
         adv = self.advisories
         if adv:
             lines += ["", "Advisory notes (not part of the verdict):"]
@@ -356,7 +364,7 @@ class ValidationReport:
         if self.settings:
             lines += ["", "Settings:"]
             for key, value in self.settings.items():
-                lines.append(f"- {key}: {json.dumps(_jsonable(value), separators=(', ', ': '))}")
+                lines.append(f"- {key}: {json.dumps(jsonable(value), separators=(', ', ': '))}")
         if self.notes:
             lines += ["", "Notes:"]
             lines += [f"- {note}" for note in self.notes]
@@ -428,7 +436,7 @@ def _instance_line(spec: dict[str, Any]) -> str:
     parts = [f"{k}={spec[k]}" for k in ("kind", "name", "n", "L", "K") if k in spec]
     for key in ("drafts", "uniforms", "random"):
         if key in spec:
-            parts.append(f"{key}={json.dumps(_jsonable(spec[key]), separators=(',', ':'))}")
+            parts.append(f"{key}={json.dumps(jsonable(spec[key]), separators=(',', ':'))}")
     return ", ".join(parts)
 
 

@@ -1,4 +1,4 @@
-"""Bad input of the gpu layer (issue 14, items 2, 3 and 5): exact messages or correct results.
+"""Bad input of the gpu layer (docs/bad_input.md): exact messages or correct results.
 
 * kernels: ``gbv_multipath`` with K = 68, 100, 1000 drafts (``math.comb(K, j)`` used to overflow
   int64 from K = 68 on) gives the float64 reference's skewed law (same tolerances as

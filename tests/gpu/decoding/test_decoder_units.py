@@ -28,6 +28,7 @@ from spectr_gbv.gpu import (  # noqa: E402
     top_k_mask,
     top_p_mask,
 )
+from spectr_gbv.gpu.decoding import DraftSourceBase  # noqa: E402
 from spectr_gbv.gpu.decoding.cache import model_forward  # noqa: E402
 from spectr_gbv.gpu.decoding.tree_support import supports_tree_attention  # noqa: E402
 from tests.gpu.tiny_models import (  # noqa: E402
@@ -182,6 +183,46 @@ def test_ngram_source_counts_context_and_commits():
     assert src._contexts[0] == [2, 0] + drafts[0, 1, :2].tolist() + [3]
     with pytest.raises(ValueError):
         NGramDraftSource(vocab_size=4, order=0)
+
+
+class _Uniform(DraftSourceBase):
+    """A third-party source: uniform drafts, no model (the bookkeeping attributes inherited)."""
+
+    vocab_size = V
+
+    def begin(self, prompt_ids):
+        self.rows = prompt_ids.shape[0]
+
+    def propose(self, num_drafts, draft_length, sampling, generator):
+        q = torch.full((self.rows, num_drafts, draft_length, V), 1.0 / V)
+        return sample_from(q.view(-1, V), generator).view(self.rows, num_drafts, draft_length), q
+
+    def commit(self, draft_index, num_accepted, next_token):
+        pass
+
+    def select_rows(self, rows):
+        self.rows = rows.shape[0]
+
+
+def test_draft_source_interface_and_base_defaults(models):
+    """Every attribute the decoder reads is part of DraftSource; DraftSourceBase supplies the bookkeeping ones."""
+    assert {"vocab_size", "model", "forward_calls", "positions"} <= set(DraftSource.__annotations__)
+    ngram = NGramDraftSource(vocab_size=4)
+    assert isinstance(ngram, DraftSource) and isinstance(ngram, DraftSourceBase)
+    assert (ngram.model, ngram.forward_calls, ngram.positions) == (None, 0, 0)
+
+    class Bare:  # the four methods and vocab_size, but none of the bookkeeping attributes
+        vocab_size = V
+        begin = propose = commit = select_rows = _Uniform.begin
+
+    assert not isinstance(Bare(), DraftSource)
+    target, _ = models
+    with pytest.raises(ValueError, match="draft must be a causal LM or a DraftSource, got Bare"):
+        SpeculativeDecoder(target, Bare(), method="mdbv", num_drafts=2, draft_length=2)
+    ids, st = SpeculativeDecoder(target, _Uniform(), method="mdbv", num_drafts=2, draft_length=2, seed=0).generate(
+        [1, 2, 3], max_new_tokens=6
+    )
+    assert ids.shape == (9,) and st.draft_calls == 0 and st.draft_positions == 0
 
 
 # ----------------------------------------------------------------------------- decoder

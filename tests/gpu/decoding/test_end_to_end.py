@@ -8,7 +8,7 @@ Setup shared by every test here (the "law test"):
 * exact law of the first m = 3 generated tokens after the prompt [1, 2], by enumerating all
   V^m = 64 continuations with the target model and the same temperature/top-k/top-p;
 * N = 20,000 independent runs in one batched ``generate`` call (rows with different accepted
-  lengths share each forward; about 10^4 runs/s here), G-test
+  lengths share each forward), G-test
   (``scipy.stats.power_divergence``, ``lambda_="log-likelihood"``, expected counts < 5 pooled)
   at alpha = 1e-3;
 * power: against ANY output law at total-variation distance d = 0.03 from the exact law the

@@ -10,9 +10,8 @@ import torch
 
 from spectr_gbv.gpu.models.reference_pairs import reference_pair
 from spectr_gbv.gpu.models.sequence_law import SamplingSettings, processed_probs, sequence_law
-from spectr_gbv.validate.generation.interface import check_signature
-from spectr_gbv.validate.mutants.generation_bugs import shared_noise
-from spectr_gbv.validate.mutants.generation_loops import (
+from spectr_gbv.testing.mutants.generation_bugs import shared_noise
+from spectr_gbv.testing.mutants.generation_loops import (
     GENERATION_LOOPS,
     BatchedSpeculativeLoop,
     SpeculativeLoop,
@@ -20,6 +19,7 @@ from spectr_gbv.validate.mutants.generation_loops import (
     speculative_generate,
     speculative_generate_batched,
 )
+from spectr_gbv.validate.generation.interface import check_signature
 
 
 @pytest.fixture(scope="module", autouse=True)

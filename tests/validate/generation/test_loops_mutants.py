@@ -8,9 +8,8 @@ import torch
 
 from spectr_gbv.gpu.models.reference_pairs import reference_pair
 from spectr_gbv.gpu.models.sequence_law import SamplingSettings
-from spectr_gbv.validate.generation.interface import check_signature
-from spectr_gbv.validate.mutants import generation_bugs as gb
-from spectr_gbv.validate.mutants.generation_loops import (
+from spectr_gbv.testing.mutants import generation_bugs as gb
+from spectr_gbv.testing.mutants.generation_loops import (
     BatchedSpeculativeLoop,
     LoopNoise,
     SpeculativeLoop,
@@ -18,6 +17,7 @@ from spectr_gbv.validate.mutants.generation_loops import (
     processed_law,
     speculative_generate,
 )
+from spectr_gbv.validate.generation.interface import check_signature
 
 GAMMA = 3
 

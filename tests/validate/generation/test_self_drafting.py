@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from spectr_gbv.cli.main import main
+from spectr_gbv.testing.mutants.kernel_loops import gumbel_chain_kernel, shared_stream_kernel
 from spectr_gbv.validate.generation.interface import BadOutput
 from spectr_gbv.validate.generation.kernel_driver import validate_self_drafting
 from spectr_gbv.validate.generation.plan import build_plan
@@ -18,9 +19,8 @@ from spectr_gbv.validate.generation.self_drafting import (
     row_seed,
 )
 from spectr_gbv.validate.isolation.guard import CallGuard
-from spectr_gbv.validate.mutants.kernel_loops import gumbel_chain_kernel, shared_stream_kernel
 
-KERNELS = "spectr_gbv.validate.mutants.kernel_loops"
+KERNELS = "spectr_gbv.testing.mutants.kernel_loops"
 
 
 # ------------------------------------------------------------------------------ kernels used below

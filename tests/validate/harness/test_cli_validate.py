@@ -41,7 +41,7 @@ def test_the_shipped_example_passes_quick_with_notes_not_failures(capsys):
 def test_a_module_in_the_current_directory_is_found(capsys, tmp_path, monkeypatch):
     """As ``python -m`` does, the CLI imports the verifier's module from the current directory."""
     (tmp_path / "my_cwd_verifier.py").write_text(
-        "from spectr_gbv.validate.mutants import CORRECT\n\nverify = CORRECT['sd']\n"
+        "from spectr_gbv.testing.mutants import CORRECT\n\nverify = CORRECT['sd']\n"
     )
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
@@ -89,7 +89,7 @@ def test_cli_help_names_match_the_harness():
     # the CLI keeps copies for --help (start-up without the harness); they must not drift
     from spectr_gbv.cli import validate as cli_validate
     from spectr_gbv.validate import INTERFACES
-    from spectr_gbv.validate.harness.driver import BUDGETS, CONVENTIONS, LEVELS
+    from spectr_gbv.validate.harness.options import BUDGETS, CONVENTIONS, LEVELS
 
     assert cli_validate.INTERFACES == INTERFACES
     assert (cli_validate.LEVELS, cli_validate.BUDGETS, cli_validate.CONVENTIONS) == (LEVELS, BUDGETS, CONVENTIONS)
@@ -97,7 +97,7 @@ def test_cli_help_names_match_the_harness():
 
 def test_instance_flag_reruns_a_saved_failure(capsys, tmp_path):
     """The smallest failing case of a JSON report, saved to a file, reruns alone with --instance."""
-    always = "spectr_gbv.validate.mutants:always_accept"
+    always = "spectr_gbv.testing.mutants:always_accept"
     args = ["--budget", "quick", "--no-probes", "--no-search"]
     assert main(["validate", always, *args, "--json"]) == 1
     spec = json.loads(capsys.readouterr().out)["smallest_failure"]["instance"]
@@ -121,7 +121,7 @@ def test_instance_flag_reruns_a_wide_vocabulary_failure(capsys, tmp_path):
     (wide,) = [b for b in default_battery() if b.kind == "wide_vocab"]
     (tmp_path / "wide.json").write_text(json.dumps(wide.spec(drafts=[[0]])))
     args = ["--budget", "quick", "--no-probes", "--no-search", "--instance", str(tmp_path / "wide.json")]
-    assert main(["validate", "spectr_gbv.validate.mutants:uint8_id_lookup", *args]) == 1
+    assert main(["validate", "spectr_gbv.testing.mutants:uint8_id_lookup", *args]) == 1
     out = capsys.readouterr().out
     assert "end_to_end_law[wide_vocab]" in out and "V = 33,000" in out
     assert main(["validate", "spectr_gbv.examples.textbook_sd:verify", *args]) == 0

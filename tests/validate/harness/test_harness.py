@@ -278,7 +278,7 @@ def test_g_test_pooling_and_impossible_cells():
 def test_verifier_warnings_are_counted_in_a_note_not_printed():
     import warnings
 
-    from spectr_gbv.validate.mutants import correct_sd
+    from spectr_gbv.testing.mutants import correct_sd
 
     def noisy(drafts, draft_probs, target_probs, rng):
         warnings.warn("noisy verifier", RuntimeWarning, stacklevel=1)
@@ -306,7 +306,7 @@ def test_calls_are_counted_when_the_verifier_raises():
 
 
 def test_probes_and_search_can_be_skipped_to_test_only_the_given_instances():
-    from spectr_gbv.validate.mutants import MUTANTS, correct_sd
+    from spectr_gbv.testing.mutants import MUTANTS, correct_sd
 
     case = [(random_instance(2, 1, 0), 1)]
     rep = validate(MUTANTS["zero_residual_oov"], budget="quick", instances=case, probes=False, search=False)
@@ -324,7 +324,7 @@ def test_probes_and_search_can_be_skipped_to_test_only_the_given_instances():
 
 
 def test_k_out_of_range_for_a_single_draft_interface_is_named():
-    from spectr_gbv.validate.mutants import correct_sd_chain
+    from spectr_gbv.testing.mutants import correct_sd_chain
 
     with pytest.raises(ValueError, match=r"instances\[0\]: K = 2 must be 1..1 for this interface"):
         validate(correct_sd_chain, interface="chain", instances=[(random_instance(2, 1, 0), 2)])

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-import spectr_gbv.validate.mutants as M
+import spectr_gbv.testing.mutants as M
 from spectr_gbv.core import random_instance
 from spectr_gbv.validate import validate
 from spectr_gbv.validate.battery import default_battery

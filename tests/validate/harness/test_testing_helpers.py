@@ -21,7 +21,7 @@ from hypothesis.errors import NoSuchExample
 from spectr_gbv.core import Instance, random_instance
 from spectr_gbv.reference import validate_inputs
 from spectr_gbv.testing import assert_lossless, strategies
-from spectr_gbv.validate.mutants import correct_bv, correct_sd_chain, zero_coin_accepts
+from spectr_gbv.testing.mutants import correct_bv, correct_sd_chain, zero_coin_accepts
 
 pytest_plugins = ["pytester"]
 
@@ -144,7 +144,7 @@ def test_assert_lossless_raises_with_the_report_text() -> None:
     with pytest.raises(AssertionError) as info:
         assert_lossless(zero_coin_accepts, instances=[(SMALL, 1)], seed=3)
     text = str(info.value)
-    assert text.startswith("Validation of spectr_gbv.validate.mutants:zero_coin_accepts")
+    assert text.startswith("Validation of spectr_gbv.testing.mutants:zero_coin_accepts")
     assert "FAILED" in text and "zero_probability_token" in text and "seed 3" in text
     with pytest.raises(ValueError, match="budget"):
         assert_lossless(correct_bv, budget="enormous")
@@ -192,7 +192,7 @@ def test_entry_point_autoloads_the_plugin(tmp_path: Path) -> None:
 def test_testing_and_validate_do_not_import_torch() -> None:
     code = (
         "import sys, spectr_gbv.testing, spectr_gbv.testing.plugin, spectr_gbv.testing.strategies, "
-        "spectr_gbv.validate, spectr_gbv.validate.mutants; "
+        "spectr_gbv.validate, spectr_gbv.testing.mutants; "
         "bad = [m for m in ('torch', 'transformers') if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)"
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
@@ -253,7 +253,7 @@ def test_plugin_validate_fixture_runs_the_harness(pytester: pytest.Pytester) -> 
     pytester.makepyfile(
         test_run=textwrap.dedent(
             """
-            from spectr_gbv.validate.mutants import correct_sd, accepts_placeholder
+            from spectr_gbv.testing.mutants import correct_sd, accepts_placeholder
 
             def test_correct(spectr_validate, spectr_instance):
                 report = spectr_validate(correct_sd, level="exact", instances=[(spectr_instance, 1)])
@@ -292,7 +292,7 @@ def test_five_line_example_is_five_lines() -> None:
 )
 def test_five_line_example_runs(pytester: pytest.Pytester, verifier: str, outcome: dict[str, int]) -> None:
     # the user's import of their verifier, then the five documented lines verbatim
-    source = f"from spectr_gbv.validate.mutants import {verifier} as my_verify\n" + "\n".join(five_line_example())
+    source = f"from spectr_gbv.testing.mutants import {verifier} as my_verify\n" + "\n".join(five_line_example())
     pytester.makepyfile(test_property=source)
     # no shrinking (each example is a harness run) and no example database in the temporary directory
     pytester.makeconftest(
@@ -315,7 +315,7 @@ def test_strategies_compose_with_st() -> None:
 def test_assert_lossless_on_the_given_instances_only():
     """probes=False, search=False: a probe-only bug passes on an instance where it is harmless,
     a law bug still fails there, with the instance as the smallest failing case."""
-    from spectr_gbv.validate.mutants import MUTANTS
+    from spectr_gbv.testing.mutants import MUTANTS
 
     case = [(random_instance(3, 1, 2), 1)]
     report = assert_lossless(zero_coin_accepts, instances=case, probes=False, search=False)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import spectr_gbv.validate.mutants as M
+import spectr_gbv.testing.mutants as M
 from spectr_gbv.examples.textbook_sd import verify as textbook
 from spectr_gbv.validate import validate
 from spectr_gbv.validate.battery import KINDS, default_battery

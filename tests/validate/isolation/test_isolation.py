@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from spectr_gbv.core import random_instance
+from spectr_gbv.testing.mutants import correct_mdbv, correct_sd_chain
 from spectr_gbv.validate import load_verifier, validate
 from spectr_gbv.validate.battery import default_battery
 from spectr_gbv.validate.battery.tables import Tables
@@ -18,7 +19,6 @@ from spectr_gbv.validate.interfaces.loading import UnloadableVerifier
 from spectr_gbv.validate.interfaces.registry import make_adapter
 from spectr_gbv.validate.isolation.failures import VerifierExited, VerifierRaised
 from spectr_gbv.validate.isolation.guard import CallGuard
-from spectr_gbv.validate.mutants import correct_mdbv, correct_sd_chain
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="process isolation needs os.fork")
 
@@ -117,7 +117,7 @@ def test_exit_on_import_gives_a_report(tmp_path, monkeypatch):
             """
         )
     )
-    (tmp_path / "fine_on_import_mod.py").write_text("from spectr_gbv.validate.mutants import correct_mdbv as verify\n")
+    (tmp_path / "fine_on_import_mod.py").write_text("from spectr_gbv.testing.mutants import correct_mdbv as verify\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     fn = load_verifier("exits_on_import_mod:verify", "generic")
     assert isinstance(fn, UnloadableVerifier) and "exits_on_import_mod" not in sys.modules
@@ -269,7 +269,7 @@ def test_hf_torch_state_replaces_the_seed_and_is_restored():
 def test_a_torch_interface_without_torch_is_a_value_error(monkeypatch):
     from spectr_gbv.validate.interfaces import registry
 
-    monkeypatch.setattr(registry, "_has_torch", lambda: False)
+    monkeypatch.setattr(registry, "has_torch", lambda: False)
     for itf in ("batched_torch", "generic_torch", "chain_torch", "hf"):
         with pytest.raises(ValueError, match=f"interface '{itf}' needs torch"):
             make_adapter(correct_mdbv, itf, CallGuard(5))

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from spectr_gbv.testing.mutants import CHAIN_CORRECT, CORRECT
+from spectr_gbv.testing.mutants.correct import correct_sd
+from spectr_gbv.testing.mutants.uniform_bugs import accepts_placeholder, zero_coin_accepts, zero_residual_oov
 from spectr_gbv.validate.coins import coin_value, numpy_coin_generator, torch_coin_state, torch_words_state
 from spectr_gbv.validate.interfaces.registry import make_adapter
 from spectr_gbv.validate.isolation.guard import CallGuard
-from spectr_gbv.validate.mutants import CHAIN_CORRECT, CORRECT
-from spectr_gbv.validate.mutants.correct import correct_sd
-from spectr_gbv.validate.mutants.uniform_bugs import accepts_placeholder, zero_coin_accepts, zero_residual_oov
 from spectr_gbv.validate.probes import coin_probes as cp
 from spectr_gbv.validate.probes import input_probes as ip
 from spectr_gbv.validate.probes import runner

@@ -15,7 +15,7 @@ model's stored generation config cannot add one. ``eos_token_id=None`` (the refe
 have no EOS; with one, ``min_new_tokens`` would mask it and change the law) and
 ``pad_token_id=-1``, an id no token has (an in-vocabulary pad id makes the assistant's inner
 ``generate`` mask every drafted token equal to it out of its attention; see
-:mod:`spectr_gbv.gpu.bench.peer`). Batch size 1 only: transformers refuses more, so every
+:mod:`spectr_gbv.realpair.peer`). Batch size 1 only: transformers refuses more, so every
 adapter has the ``generation`` interface.
 
 Candidate-generator paths (transformers ``GenerationMixin._get_candidate_generator``) and what
