@@ -1,7 +1,7 @@
 """``spectr-gbv sweep``: run a declared grid on Ray into a Parquet dataset; ``sweep summarize DIR``: report on it.
 
 ``sweep bench``: the real-model bench grid on Ray, one configuration per task (:mod:`spectr_gbv.realpair.sweep_task`).
-``sweep verify DIR``: every part of a dataset read back and checked (:func:`spectr_gbv.sweep.parts.verify_folder`).
+``sweep verify DIR``: every part of a dataset read back and checked (:func:`spectr_gbv.sweep.store.verify_folder`).
 
 Exit statuses of the run forms: 0 done; 1 a task failed or a row of the grid carries an error;
 2 a usage or input error, one line (a bad grid, broken instance files, a locked, unwritable or
@@ -163,7 +163,7 @@ def run_verify(args: argparse.Namespace) -> int:
     """
     try:
         from spectr_gbv.realpair.sweep_task import BENCH_TABLE
-        from spectr_gbv.sweep.parts import verify_folder
+        from spectr_gbv.sweep.store import verify_folder
 
         report = verify_folder(args.directory, kinds=(BENCH_TABLE,))
     except (ImportError, ValueError) as exc:

@@ -106,7 +106,7 @@ def bench_schema() -> Any:
 
 
 #: The bench sweep's table for the generic sweep readers (``spectr-gbv sweep verify`` passes it to
-#: :func:`~spectr_gbv.sweep.parts.verify_folder`).
+#: :func:`~spectr_gbv.sweep.store.verify_folder`).
 BENCH_TABLE = TableKind("bench", BENCH_KEY, bench_schema)
 
 

@@ -11,7 +11,7 @@ The layer sits above ``simulate`` and ``validate`` and below ``realpair`` and ``
   deduplicated by key, one writer at a time (a lock), and the folder's provenance;
 * :mod:`spectr_gbv.sweep.parts`: the parts read back and checked (schema, SHA-256 of the rows,
   damaged files), :func:`~spectr_gbv.sweep.parts.read_table` and
-  :func:`~spectr_gbv.sweep.parts.verify_folder` (``spectr-gbv sweep verify``);
+  :func:`~spectr_gbv.sweep.store.verify_folder` (``spectr-gbv sweep verify``);
 * :mod:`spectr_gbv.sweep.publish`: atomic writes (temporary name, fsync, rename) and their
   one-line :class:`~spectr_gbv.sweep.publish.SweepWriteError`;
 * :mod:`spectr_gbv.sweep.runner`: :func:`~spectr_gbv.sweep.runner.run_sweep` (Ray, resumable,

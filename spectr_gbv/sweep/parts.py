@@ -23,12 +23,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from spectr_gbv.sweep.schema import KEY, TableKind, arrow_schema
+from spectr_gbv.sweep.schema import KEY, arrow_schema
 
 #: Key of the sweep's JSON record in the Parquet key-value metadata (of each part and of the provenance).
 METADATA_KEY = "spectr_gbv.sweep"
@@ -252,40 +251,6 @@ def check_parts(directory: str | Path, *, schema: Any = None, key: tuple[str, ..
     return PartsReport(len(files), rows, unhashed, duplicates, tuple(bad))
 
 
-def verify_folder(directory: str | Path, kinds: Sequence[TableKind] = ()) -> PartsReport:
-    """:func:`check_parts` with the schema and key the folder's provenance names (``spectr-gbv sweep verify``).
-
-    A folder whose recorded key is that of one of ``kinds`` is checked against that kind's schema
-    and key; any other folder (or one without provenance) against the exact sweep's
-    :func:`~spectr_gbv.sweep.schema.arrow_schema`.
-
-    Parameters
-    ----------
-    directory : str or Path
-        A sweep folder.
-    kinds : sequence of TableKind
-        The other tables the caller knows (``spectr-gbv sweep verify`` passes the real-model bench
-        sweep's); default none.
-
-    Returns
-    -------
-    PartsReport
-
-    Raises
-    ------
-    ValueError
-        ``directory`` is not a folder, or its provenance file is not a sweep's.
-    """
-    from spectr_gbv.sweep.store import read_provenance
-
-    record = read_provenance(directory)
-    if record is not None:
-        for kind in kinds:
-            if record.get("key") == list(kind.key):
-                return check_parts(directory, schema=kind.schema(), key=kind.key)
-    return check_parts(directory)
-
-
 def read_table(directory: str | Path, *, schema: Any = None, key: tuple[str, ...] | None = None) -> Any:
     """Every stored row of a sweep folder as one ``pyarrow.Table``, one row per key, each part checked.
 
@@ -348,5 +313,4 @@ __all__ = [
     "part_files",
     "read_part",
     "read_table",
-    "verify_folder",
 ]

@@ -9,7 +9,7 @@ rows with the same key, and a rerun skips keys already present.
 
 Another table (an application's, with its own columns and key) is described by a
 :class:`TableKind`, which the application builds and hands to the readers and writers that take
-one (:class:`~spectr_gbv.sweep.store.SweepStore`, :func:`~spectr_gbv.sweep.parts.verify_folder`);
+one (:class:`~spectr_gbv.sweep.store.SweepStore`, :func:`~spectr_gbv.sweep.store.verify_folder`);
 nothing in this package names an application's table.
 
 pyarrow is imported only inside :func:`arrow_schema` (the ``sweep`` extra), so importing this
@@ -75,7 +75,7 @@ class TableKind:
 
     An application that stores its own rows through :class:`~spectr_gbv.sweep.store.SweepStore`
     describes its table with one of these and passes it to the readers that must recognise a
-    folder of that table (:func:`~spectr_gbv.sweep.parts.verify_folder`). A folder is of this
+    folder of that table (:func:`~spectr_gbv.sweep.store.verify_folder`). A folder is of this
     kind when the key recorded in its provenance equals :attr:`key`.
 
     Attributes

@@ -48,13 +48,23 @@ from __future__ import annotations
 import contextlib
 import json
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from spectr_gbv.sweep.parts import HASH_FIELD, METADATA_KEY, PART_GLOB, content_hash, part_files, read_part, read_table
+from spectr_gbv.sweep.parts import (
+    HASH_FIELD,
+    METADATA_KEY,
+    PART_GLOB,
+    PartsReport,
+    check_parts,
+    content_hash,
+    part_files,
+    read_part,
+    read_table,
+)
 from spectr_gbv.sweep.publish import SweepWriteError, publish, write_error
-from spectr_gbv.sweep.schema import COLUMNS, KEY, arrow_schema
+from spectr_gbv.sweep.schema import COLUMNS, KEY, TableKind, arrow_schema
 
 #: Name of the provenance file in the folder (a zero-row Parquet file; pyarrow and pandas skip ``_`` names).
 PROVENANCE = "_sweep.parquet"
@@ -135,6 +145,40 @@ def read_provenance(directory: str | Path) -> dict[str, Any] | None:
     if new is None or old is None:
         return new or old
     return {**new, "grids": new["grids"] + [g for g in old["grids"] if g not in new["grids"]]}
+
+
+def verify_folder(directory: str | Path, kinds: Sequence[TableKind] = ()) -> PartsReport:
+    """Every part of a sweep folder checked against the schema and key its provenance names (``sweep verify``).
+
+    :func:`~spectr_gbv.sweep.parts.check_parts` does the check.
+
+    A folder whose recorded key is that of one of ``kinds`` is checked against that kind's schema
+    and key; any other folder (or one without provenance) against the exact sweep's
+    :func:`~spectr_gbv.sweep.schema.arrow_schema`.
+
+    Parameters
+    ----------
+    directory : str or Path
+        A sweep folder.
+    kinds : sequence of TableKind
+        The other tables the caller knows (``spectr-gbv sweep verify`` passes the real-model bench
+        sweep's); default none.
+
+    Returns
+    -------
+    PartsReport
+
+    Raises
+    ------
+    ValueError
+        ``directory`` is not a folder, or its provenance file is not a sweep's.
+    """
+    record = read_provenance(directory)
+    if record is not None:
+        for kind in kinds:
+            if record.get("key") == list(kind.key):
+                return check_parts(directory, schema=kind.schema(), key=kind.key)
+    return check_parts(directory)
 
 
 def non_parquet_entries(directory: str | Path) -> list[str]:
@@ -438,5 +482,6 @@ __all__ = [
     "SweepWriteError",
     "non_parquet_entries",
     "read_provenance",
+    "verify_folder",
     "read_table",
 ]
