@@ -26,8 +26,9 @@ first verification):
   (:mod:`spectr_gbv.gpu.decoding.decoder`);
 * :class:`SamplingConfig`, :func:`process_logits` - temperature / top-k / top-p, applied
   identically to target and draft (:mod:`spectr_gbv.gpu.decoding.sampling`);
-* :class:`DraftSource`, :class:`HFDraftSource`, :class:`NGramDraftSource` - drafters that
-  return drafts with their exact laws (:mod:`spectr_gbv.gpu.decoding.draft_sources`);
+* :class:`DraftSource` (:class:`DraftSourceBase` gives its defaults), :class:`HFDraftSource`,
+  :class:`NGramDraftSource` - drafters that return drafts with their exact laws
+  (:mod:`spectr_gbv.gpu.decoding.draft_sources`);
 * :class:`DecodeStats` (:mod:`spectr_gbv.gpu.decoding.stats`);
 * :class:`TokenTree`, :func:`supports_tree_attention` - tree-structured scoring and the probe that
   chooses it (:mod:`spectr_gbv.gpu.decoding.tree`, :mod:`spectr_gbv.gpu.decoding.tree_support`);
@@ -54,6 +55,7 @@ _EXPORTS = {
     "DecoderConfig": "decoding.decoder",
     "SpeculativeDecoder": "decoding.decoder",
     "DraftSource": "decoding.draft_sources",
+    "DraftSourceBase": "decoding.draft_sources",
     "HFDraftSource": "decoding.draft_sources",
     "NGramDraftSource": "decoding.draft_sources",
     "model_vocab_size": "decoding.cache",
@@ -84,6 +86,7 @@ __all__ = [
     "DecodeStats",
     "DecoderConfig",
     "DraftSource",
+    "DraftSourceBase",
     "HFDraftSource",
     "KernelInputs",
     "NGramDraftSource",
