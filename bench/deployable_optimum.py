@@ -1,4 +1,4 @@
-"""The deployable optimum: one verifier for a family of instances that share rows (issue 18 research).
+"""The deployable optimum: one verifier for a family of instances that share rows (docs/near_opt_bv.md).
 
 A deployed verifier reads only the rows of the drafted prefixes: p and q at every prefix of
 every draft (and p after each whole draft). So on two instances whose rows agree along the

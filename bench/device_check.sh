@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The CUDA checks of the decoder, as one prepared script (issue 33): about 8 minutes on one H200.
+# The CUDA checks of the decoder, as one prepared script: about 8 minutes on one H200.
 #
 #   bash bench/device_check.sh [--dry-run] [--engines-only] [--out DIR]
 #
@@ -125,7 +125,7 @@ elif [ "$dry" = 1 ]; then
     export CUDA_VISIBLE_DEVICES=""
     step env 60 bash -c "$(declare -f environment); environment"
     step tests_gpu 300 "$py" -m pytest -q -p no:cacheprovider tests/gpu/decoding/test_tree.py -k "probe or dedups"
-    # near_opt_bv's kernel takes 16 s a call even at V = 256 (issue 34): left out of the dry run
+    # near_opt_bv's kernel takes 16 s a call even at V = 256: left out of the dry run
     step kernel_overhead 300 "$py" bench/kernel_overhead.py --device cpu --V 256 --repeats 2 \
         --methods sd,bv,spectr,rrs,gbv_multipath,mdbv,traversal,optimal_multidraft,spectr_gbv_released
     step decoder_vs_hf 300 "$py" bench/decoder_vs_hf.py --pair tiny --device cpu --prompts 1 --tokens 8 \

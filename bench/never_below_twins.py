@@ -1,6 +1,6 @@
-"""Is near_opt_bv's shortfall below issue 18's list forced? The joint LP over each case's subtree twins.
+"""Is near_opt_bv's shortfall below the list it is held to forced? The joint LP over each case's subtree twins.
 
-For each battery case where ``near_opt_bv`` is below the best of the issue's list (``mdbv``,
+For each battery case where ``near_opt_bv`` is below the best of the list near_opt_bv is held to (``mdbv``,
 ``gbv_multipath``, ``optimal_multidraft``, ``traversal``), build the instance's subtree twins
 (``ledger.deployable.subtree_twins``: at one prefix, the children's subtrees permuted) and
 solve ``ledger.deployable.joint_margin`` with each member's floor set to the list's best on it:
@@ -30,7 +30,7 @@ from spectr_gbv.core.instance import Instance, random_instance
 from spectr_gbv.ledger.deployable import joint_margin, subtree_twins
 from spectr_gbv.simulate.exact import simulate_exact
 
-#: The methods whose per-instance best issue 18 asks near_opt_bv to reach.
+#: The methods whose per-instance best near_opt_bv is held to (docs/near_opt_bv.md, "Never below the list").
 LIST = ("mdbv", "gbv_multipath", "optimal_multidraft", "traversal")
 
 #: The battery's cases where the lexicographic rule (C4d, near_opt_bv before the hedge) was below

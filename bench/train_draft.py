@@ -3,7 +3,7 @@
 Run: ``python bench/train_draft.py [--out spectr_gbv/realpair/models/data/smollm2_draft.safetensors]
 [--layers 6] [--rank 64] [--vocab 8192] [--text-tokens 200000] [--sample-prompts 384] [--new-tokens 96]
 [--epochs 4] [--eval-prompts 32] [--threads 1] [--seed 0] [--device cpu]``  (the defaults wrote the shipped draft:
-about 135 minutes on one core of a 2-core CPU; the draft before issue 33 used 60,000 text tokens, 96 prompts, 64 new
+about 135 minutes on one core of a 2-core CPU; the previous draft used 60,000 text tokens, 96 prompts, 64 new
 tokens and 3 epochs: 21 minutes, alpha 0.21 against 0.36 on the same held-out continuations)
 
 What it does, all seeded (``--seed``) and offline:

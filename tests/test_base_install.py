@@ -65,7 +65,7 @@ def test_help_and_version_import_no_heavy_package(flag):
     )
     assert done.returncode == 0, done.stderr
     *text, last = done.stdout.strip().splitlines()
-    # not even numpy: --help and --version cost about 0.1 s of CPU (issue 13's budget is 0.3 s)
+    # not even numpy: --help and --version cost about 0.1 s of CPU (the budget is 0.3 s)
     assert json.loads(last) == {"code": 0, "heavy": [], "gpu": [], "numeric": []}
     if flag == "--version":
         assert text == ["spectr-gbv 0.1.0"]
