@@ -1,7 +1,7 @@
-"""Issue 18 research log: candidate near_opt_bv verifiers, measured exactly against OPT(K).
+"""Research log: candidate near_opt_bv verifiers, measured exactly against OPT(K).
 
 Each candidate is a lossless verifier written against the reference interface (not registered:
-a candidate becomes ``near_opt_bv`` only when it meets every requirement of issue 18). The
+a candidate becomes ``near_opt_bv`` only when it meets every requirement it is held to, docs/near_opt_bv.md). The
 battery (60 (instance, K) cases: n = 2, L = 2 dense; n = 3, L = 2 sparse; n = 2, L = 3 dense;
 K = 2, 3, 4) is evaluated in exact rationals, OPT(K) by the LP; the table is the gap closure
 (E - E_mdbv) / (OPT - E_mdbv) over the cases where MDBV is below OPT, the validity defects,
@@ -21,10 +21,11 @@ priority-order mixture for every count, :func:`spectr_gbv.reference.coverage.mix
 with BV's running weight scaling the target (``weighting``) and a choice of optimal base
 (``priority``). C3: C2 plus a correction coupled with the drafts left at BV's stop. C4: independent
 per-draft scores split at every drafted prefix (module :mod:`spectr_gbv.reference.score_laws`),
-with the split variants of ``split``. C5 (the registered ``near_opt_bv`` is C5a): C4d's lexicographic
+with the split variants of ``split`` (``bench/experiments/near_opt_variants.py``).
+C5 (the registered ``near_opt_bv`` is C5a): C4d's lexicographic
 base with its under-drafted children re-split in proportion to q (``priority="hedge"``). C6a: C5a
 with the over-drafted children's mass also split by q, floored at the target
-(``priority="neutral"``; a negative result).
+(``priority=neutral_base`` of ``bench/experiments/near_opt_variants.py``; a negative result).
 
 Usage::
 
@@ -41,26 +42,37 @@ import statistics
 import sys
 from collections import defaultdict
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from tqdm import tqdm
 
-from spectr_gbv.core.instance import random_instance
-from spectr_gbv.reference.base import Verifier, VerifyInput
-from spectr_gbv.reference.choosers import Chooser, Emission
-from spectr_gbv.reference.coverage import mixture_rule, point_mass
-from spectr_gbv.reference.kernels import block_verify
-from spectr_gbv.reference.near_opt_bv import NearOptBlockVerifier, _walk, child_counts
-from spectr_gbv.reference.optimal_multidraft import Decomposition, node_rule, order_vertex, selection_probabilities
-from spectr_gbv.simulate.exact import simulate_exact
-from spectr_gbv.theory.lp import optimal_lossless
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.experiments.near_opt_variants import PROPORTIONAL, RULE, neutral_base  # noqa: E402 - needs ROOT
+from spectr_gbv.core.instance import random_instance  # noqa: E402
+from spectr_gbv.reference.base import Verifier, VerifyInput  # noqa: E402
+from spectr_gbv.reference.choosers import Chooser, Emission  # noqa: E402
+from spectr_gbv.reference.coverage import mixture_rule, point_mass  # noqa: E402
+from spectr_gbv.reference.kernels import block_verify  # noqa: E402
+from spectr_gbv.reference.near_opt_bv import NearOptBlockVerifier, _walk, child_counts  # noqa: E402
+from spectr_gbv.reference.optimal_multidraft import (  # noqa: E402
+    Decomposition,
+    node_rule,
+    order_vertex,
+    selection_probabilities,
+)
+from spectr_gbv.simulate.exact import simulate_exact  # noqa: E402
+from spectr_gbv.theory.lp import optimal_lossless  # noqa: E402
 
 BATTERY = [(2, 2, s, 0.0) for s in range(8)] + [(3, 2, s, 0.3) for s in range(8)] + [(2, 3, s, 0.0) for s in range(4)]
 KS = (2, 3, 4)
 EXISTING = ("mdbv", "gbv_multipath", "optimal_multidraft", "khisti_is", "traversal")
-#: The methods issue 18 requires never to be beaten by near_opt_bv.
-ISSUE_LIST = ("mdbv", "gbv_multipath", "optimal_multidraft", "traversal")
+#: The methods near_opt_bv is held never to be below (docs/near_opt_bv.md, "Never below the list").
+HELD_LIST = ("mdbv", "gbv_multipath", "optimal_multidraft", "traversal")
 
 
 class SelectedPathOptimalBV(Verifier):
@@ -76,7 +88,7 @@ class SelectedPathOptimalBV(Verifier):
     lossless = True
     symmetric = True
     structure = "selected_draft"
-    citation = "issue 18 candidate C1 (this project)"
+    citation = "candidate C1 (this project, docs/near_opt_bv.md)"
 
     def __init__(self, priority: str = "id", vertex_weight: Fraction = Fraction(0)) -> None:
         super().__init__()
@@ -224,10 +236,10 @@ def _candidates() -> dict[str, Verifier]:
         "C3 C2 + the correction coupled with the unselected drafts": CorrectedWalk(),
         "C4a scores, split by the ratio rule's orders": NearOptBlockVerifier(split="orders", priority="ratio"),
         "C4b scores, the ratio rule's law with its largest proportional share": NearOptBlockVerifier(
-            split="rule", priority="ratio"
+            split=RULE, priority="ratio"
         ),
         "C4c scores, optimal law with the largest proportional share": NearOptBlockVerifier(
-            split="proportional", priority="ratio"
+            split=PROPORTIONAL, priority="ratio"
         ),
         "C4d scores, orders of the lexicographically optimal base (near_opt_bv before C5a)": NearOptBlockVerifier(
             priority="lex"
@@ -237,7 +249,7 @@ def _candidates() -> dict[str, Verifier]:
         "C5c C5a at the last level only": NearOptBlockVerifier(weighting="leaf"),
         "C5d the walk with the hedged base": walk(priority="hedge"),
         "C6a C5a with the over-drafted surplus also split by q (floored at t)": NearOptBlockVerifier(
-            priority="neutral"
+            priority=neutral_base
         ),
     }
 
@@ -305,7 +317,7 @@ def main(argv: list[str] | None = None) -> None:
             if (m, iid) in prev and vals[m] < prev[(m, iid)] - 1e-12:
                 drops[m] += 1
             prev[(m, iid)] = vals[m]
-            best = max(ISSUE_LIST, key=lambda e: vals[e])
+            best = max(HELD_LIST, key=lambda e: vals[e])
             if vals[m] < vals[best] - 1e-12:
                 below[m].append(f"{iid} K={k}: {best} +{vals[best] - vals[m]:.4f}")
         base = vals["mdbv"]
@@ -325,7 +337,7 @@ def main(argv: list[str] | None = None) -> None:
         )
     for m, lines in below.items():
         if lines:
-            print(f"\n{m} below the best of the issue's list on {len(lines)}: " + "; ".join(lines[:12]))
+            print(f"\n{m} below the best of the list on {len(lines)}: " + "; ".join(lines[:12]))
 
 
 if __name__ == "__main__":

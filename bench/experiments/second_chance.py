@@ -73,13 +73,14 @@ from typing import Any
 
 import numpy as np
 
+from bench.experiments.near_opt_variants import MixedOrdersSplit, check_mix
 from spectr_gbv.reference.base import VerifyInput
 from spectr_gbv.reference.choosers import Chooser, Emission
 from spectr_gbv.reference.kernels import block_verify
 from spectr_gbv.reference.near_opt_bv import (
     NearOptBlockVerifier,
+    NodeSplit,
     ScoreNode,
-    check_mix,
     child_law,
     exact_row,
     score_tree,
@@ -182,17 +183,23 @@ class SecondChanceNearOptVerifier(NearOptBlockVerifier):
     structure = None  # the law reads every draft: the exact simulator enumerates draft tuples
 
     def __init__(
-        self, priority: str | None = None, weighting: str = "bv", split: str = "orders", mix: Fraction = Fraction(0)
+        self,
+        priority: str | None = None,
+        weighting: str = "bv",
+        split: str | NodeSplit = "orders",
+        mix: Fraction = Fraction(0),
     ) -> None:
         super().__init__(priority, weighting, "score", split)
         check_mix(Fraction(mix), split)
         self.mix = Fraction(mix)
+        #: The split of the race: ``split``, or with ``mix > 0`` the orders split with that share.
+        self.race_split: str | NodeSplit = MixedOrdersSplit(self.mix) if self.mix else split
 
     def run(self, batch: VerifyInput, prep: Any, chooser: Chooser) -> Emission:
         """The race, BV of the winner, then the losers in index order, each on its conditional law."""
         conv = (lambda v: v) if batch.exact else float
         dtype = object if batch.exact else np.float64
-        nodes, leaves = score_tree(batch, self.priority, self.weighting, self.split, self.mix)
+        nodes, leaves = score_tree(batch, self.priority, self.weighting, self.race_split)
         k = chooser.categorical([conv(w) for w in win_probabilities(leaves)]) if batch.K > 1 else 0
         x = batch.draft(k)
         rows = [np.array([conv(v) for v in nodes[x[:t]].d], dtype=dtype) for t in range(batch.L)]

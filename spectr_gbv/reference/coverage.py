@@ -68,12 +68,18 @@ Decomposition = tuple[tuple[Fraction, tuple[int, ...]], ...]
 #: ``priority`` values of :func:`mixture_rule`: the order in which steps 1-2 visit the tokens
 #: (``"id"``, ``"ratio"``), or instead of steps 1-2 ``"lex"``, the lexicographically optimal base
 #: (:func:`lexicographic_base`), or ``"hedge"``, that base with its under-drafted tokens re-split
-#: in proportion to q (:func:`hedged_base`), or ``"neutral"``, that with the over-drafted tokens
-#: re-split towards q too (:func:`neutral_base`; a research variant, candidate C6a, reference only).
-PRIORITIES: tuple[str, ...] = ("id", "ratio", "lex", "hedge", "neutral")
+#: in proportion to q (:func:`hedged_base`). :func:`mixture_rule` also takes a :data:`BaseRule`
+#: in place of a name (the research variants of ``bench/experiments/near_opt_variants.py``).
+PRIORITIES: tuple[str, ...] = ("id", "ratio", "lex", "hedge")
 
 #: The priorities of :func:`mixture_rule` that are whole bases, not visit orders of steps 1-2.
-BASE_PRIORITIES: tuple[str, ...] = ("lex", "hedge", "neutral")
+BASE_PRIORITIES: tuple[str, ...] = ("lex", "hedge")
+
+#: A whole-base priority given as a function: ``rule(t, q, counts)`` returns a base of the
+#: polymatroid of ``counts`` (a tuple of Fraction of length n, summing to 1 on the support of q)
+#: maximising :math:`\sum_y \min\{t(y), d(y)\}`, as :func:`lexicographic_base` and
+#: :func:`hedged_base` do; it must be hashable (:func:`mixture_rule` caches on it).
+BaseRule = Callable[[Sequence[Fraction], Sequence[Fraction], Coverage], tuple[Fraction, ...]]
 
 
 def point_mass(c: int) -> Counts:
@@ -118,7 +124,7 @@ def order_vertex(q: Sequence[Fraction], order: Sequence[int], counts: Coverage) 
     return v
 
 
-def _min_threshold(
+def min_threshold(
     weights: Sequence[Fraction],
     q: Sequence[Fraction],
     pool: Sequence[int],
@@ -130,7 +136,29 @@ def _min_threshold(
 
     A concave function of q(X) (``scale >= 0``) plus a modular one, so a minimiser is a prefix
     of ``pool`` sorted by weights/q descending (every token of ``pool`` has q > 0); the n + 1
-    prefixes are checked. Returns the value and the minimising prefix.
+    prefixes are checked (the set minimisation of every step of the module docstring).
+
+    Parameters
+    ----------
+    weights : sequence of Fraction, length n
+        The modular part (indexed by token).
+    q : sequence of Fraction, length n
+        Draft law at the node.
+    pool : sequence of int
+        The tokens X ranges over (each with q > 0).
+    scale : Fraction
+        Nonnegative factor of G.
+    counts : Coverage
+        Law of the number of drafts through the node, or a coverage function.
+    base : Fraction
+        q-mass added to q(X) inside G (a contraction).
+
+    Returns
+    -------
+    value : Fraction
+        The minimum (``scale * G(base)`` for the empty set).
+    prefix : list of int
+        A minimising prefix of ``pool`` in weights/q descending order (ties by token id).
     """
     order = sorted(pool, key=lambda y: (-(weights[y] / q[y]), y))
     mass, wsum = base, Fraction(0)
@@ -144,10 +172,27 @@ def _min_threshold(
     return best, order[:best_len]
 
 
-def _acceptance_vector(
+def acceptance_vector(
     t: Sequence[Fraction], q: Sequence[Fraction], support: list[int], counts: Coverage
 ) -> list[Fraction]:
-    """Greedy vertex :math:`a^*` of the box-truncated polymatroid f' (step 1 of the module docstring)."""
+    r"""Greedy vertex :math:`a^*` of the box-truncated polymatroid f' (step 1 of the module docstring).
+
+    Parameters
+    ----------
+    t : sequence of Fraction, length n
+        Nonnegative target.
+    q : sequence of Fraction, length n
+        Draft law at the node.
+    support : list of int
+        The support of q in the visit order (:func:`visit_order`).
+    counts : Coverage
+        Law of the number of drafts through the node, or a coverage function.
+
+    Returns
+    -------
+    list of Fraction, length n
+        :math:`a^* \le t`, in the polymatroid, :math:`a^*(T)` the min-cut (0 outside ``support``).
+    """
     a = [Fraction(0)] * len(t)
     prefix: list[int] = []
     prev, t_sum = Fraction(0), Fraction(0)
@@ -155,26 +200,42 @@ def _acceptance_vector(
         prefix.append(y)
         t_sum += t[y]
         # f'(X) = t(X) + min_{Y <= X} [G(q(Y)) - t(Y)]
-        value, _ = _min_threshold(t, q, prefix, Fraction(1), counts, Fraction(0))
+        value, _ = min_threshold(t, q, prefix, Fraction(1), counts, Fraction(0))
         a[y] = t_sum + value - prev
         prev = t_sum + value
     return a
 
 
-def _raise_to_base(d: list[Fraction], q: Sequence[Fraction], support: list[int], counts: Coverage) -> list[Fraction]:
+def raise_to_base(d: list[Fraction], q: Sequence[Fraction], support: list[int], counts: Coverage) -> list[Fraction]:
     r"""Raise each coordinate of ``d`` (in P(f)) by its slack :math:`\min_{X \ni y} f(X) - d(X)` (step 2).
 
     After the pass every token lies in a tight set, and tight sets are closed under union, so
     the result is a base: it sums to ``f(T) = 1``.
+
+    Parameters
+    ----------
+    d : list of Fraction, length n
+        A vector of the polymatroid (not modified).
+    q : sequence of Fraction, length n
+        Draft law at the node.
+    support : list of int
+        The support of q in the order the tokens are raised.
+    counts : Coverage
+        Law of the number of drafts through the node, or a coverage function.
+
+    Returns
+    -------
+    list of Fraction, length n
+        The raised base (``>= d``).
     """
     d = list(d)
     for y in support:
         others = [z for z in support if z != y]
-        d[y], _ = _min_threshold(d, q, others, Fraction(1), counts, q[y])
+        d[y], _ = min_threshold(d, q, others, Fraction(1), counts, q[y])
     return d
 
 
-def _peel_step(
+def peel_step(
     d: list[Fraction], v: list[Fraction], q: Sequence[Fraction], support: list[int], counts: Coverage
 ) -> Fraction:
     r"""Largest :math:`\lambda < 1` with :math:`(d - \lambda v)/(1 - \lambda)` in the base polytope.
@@ -183,6 +244,29 @@ def _peel_step(
     :math:`N = f - d \ge 0`, :math:`D = f - v \ge 0` (Dinkelbach: from :math:`\lambda = 1`,
     minimise :math:`N - \lambda D = (1 - \lambda) G(q(X)) - (d - \lambda v)(X)` and move to
     the minimiser's ratio until the minimum is 0; each minimiser is a threshold set).
+
+    Parameters
+    ----------
+    d : list of Fraction, length n
+        A base of the polymatroid.
+    v : list of Fraction, length n
+        Another base (a vertex, or q itself).
+    q : sequence of Fraction, length n
+        Draft law at the node.
+    support : list of int
+        The support of q.
+    counts : Coverage
+        Law of the number of drafts through the node, or a coverage function.
+
+    Returns
+    -------
+    Fraction
+        :math:`\lambda^*`.
+
+    Raises
+    ------
+    AssertionError
+        Dinkelbach did not end in ``|T| + 2`` steps (a bug: it ends in at most ``|T| + 1``).
     """
 
     def ratio(xs: list[int]) -> Fraction:
@@ -193,7 +277,7 @@ def _peel_step(
     lam = ratio([y for y in support if v[y] < d[y]])
     for _ in range(len(support) + 2):
         shifted = [d[y] - lam * v[y] for y in range(len(d))]
-        value, xs = _min_threshold(shifted, q, support, 1 - lam, counts, Fraction(0))
+        value, xs = min_threshold(shifted, q, support, 1 - lam, counts, Fraction(0))
         if value >= 0:
             return lam
         lam = ratio(xs)
@@ -231,7 +315,7 @@ def decompose_base(d: Sequence[Fraction], q: Sequence[Fraction], counts: Coverag
         if all(cur[y] == v[y] for y in support):
             parts.append((weight, order))
             return tuple(parts)
-        lam = _peel_step(cur, v, q, support, counts)
+        lam = peel_step(cur, v, q, support, counts)
         if not 0 < lam < 1:
             raise AssertionError(f"decompose: peel weight {lam} outside (0, 1); d is not a base")
         parts.append((weight * lam, order))
@@ -296,13 +380,27 @@ def lexicographic_base(t: Sequence[Fraction], q: Sequence[Fraction], counts: Cov
     return tuple(d)
 
 
-def _water_fill(
+def water_fill(
     d: list[Fraction], tokens: list[int], t: Sequence[Fraction], q: Sequence[Fraction], *, cap: bool
 ) -> None:
     """Re-split d(tokens) in place as min{t, lam q} (``cap``) or max{t, lam q}, the same total.
 
     ``tokens`` come sorted so that those held at t come first: t/q ascending for a cap, t/q
-    descending for a floor. The total is kept exactly; lam is the level of the tokens not held.
+    descending for a floor. The total is kept exactly; lam is the level of the tokens not held
+    (water-filling, as :func:`hedged_base` uses it).
+
+    Parameters
+    ----------
+    d : list of Fraction, length n
+        The law, modified in place on ``tokens`` only.
+    tokens : list of int
+        Tokens of the support of q, sorted as above.
+    t : sequence of Fraction, length n
+        Nonnegative target (the caps or floors).
+    q : sequence of Fraction, length n
+        Draft law at the node.
+    cap : bool
+        Cap at t (True) or floor at t (False).
     """
     rest = sum((d[y] for y in tokens), Fraction(0))  # the total, less what the held tokens took
     rest_q = sum((q[y] for y in tokens), Fraction(0))
@@ -357,54 +455,34 @@ def hedged_base(t: Sequence[Fraction], q: Sequence[Fraction], counts: Coverage) 
     under = sorted((y for y in range(len(q)) if q[y] > 0 and 0 < d[y] < t[y]), key=lambda y: (t[y] / q[y], y))
     if len(under) < 2:
         return tuple(d)
-    _water_fill(d, under, t, q, cap=True)
+    water_fill(d, under, t, q, cap=True)
     return tuple(d)
 
 
-def neutral_base(t: Sequence[Fraction], q: Sequence[Fraction], counts: Coverage) -> tuple[Fraction, ...]:
-    r"""The hedged base with its over-drafted tokens' mass also re-split towards q (floored at t).
-
-    Let h be :func:`hedged_base`, T its under-drafted tokens and A the rest of the support of q
-    (h >= t on A). On A the split does not change :math:`\sum_y \min\{t(y), h(y)\}` as long as
-    it stays at or above t; ``hedge`` spreads h(A) in proportion to t (the lexicographic base),
-    this rule in proportion to q, floored at t (water-filling from below):
-
-    .. math::
-        n(y) = \max\{t(y), \mu q(y)\} \ (y \in A), \qquad \sum_{y \in A} n(y) = h(A),
-        \qquad n = h \text{ on } T.
-
-    q is the base of a draft that no rule steers (every child's law equal to its parent's), so
-    this rule moves the over-drafted mass towards that split as far as the floors allow. It is a
-    base of the contraction of g by T: the threshold sets of n/q are the prefixes of A by t/q
-    descending; on the floored prefix n = t <= h, and past it g's contraction is concave while
-    n's sum is linear in q-mass, with equality at A. So it is on the same optimal face, lossless.
+def visit_order(t: Sequence[Fraction], q: Sequence[Fraction], priority: str, allowed: Sequence[str]) -> list[int]:
+    """The support of q in steps 1-2's visit order: token id (``"id"``), or t/q descending, ties by id (``"ratio"``).
 
     Parameters
     ----------
     t : sequence of Fraction, length n
-        Nonnegative weights (the target).
+        Nonnegative target.
     q : sequence of Fraction, length n
         Draft law at the node.
-    counts : Coverage
-        Law of the number of drafts through the node, or a coverage function.
+    priority : str
+        The visit order's name.
+    allowed : sequence of str
+        The names the caller accepts (listed in the error).
 
     Returns
     -------
-    tuple of Fraction, length n
-        The base (sums to 1 on the support of q).
+    list of int
+        The tokens with q > 0 in that order.
 
-    References
-    ----------
-    This project (docs/near_opt_bv.md, "Candidates tried", C6a: a negative result).
+    Raises
+    ------
+    ValueError
+        ``priority`` not in ``allowed``, or a whole-base priority (:data:`BASE_PRIORITIES`).
     """
-    d = list(hedged_base(t, q, counts))
-    over = sorted((y for y in range(len(q)) if q[y] > 0 and not 0 < d[y] < t[y]), key=lambda y: (-(t[y] / q[y]), y))
-    _water_fill(d, over, t, q, cap=False)
-    return tuple(d)
-
-
-def _visit_order(t: Sequence[Fraction], q: Sequence[Fraction], priority: str, allowed: Sequence[str]) -> list[int]:
-    """The support of q in steps 1-2's visit order: token id, or t/q descending (ties by id)."""
     if priority not in allowed or priority in BASE_PRIORITIES:
         raise ValueError(f"priority must be one of {', '.join(allowed)}, got {priority!r}")
     support = [y for y in range(len(q)) if q[y] > 0]
@@ -415,7 +493,7 @@ def _visit_order(t: Sequence[Fraction], q: Sequence[Fraction], priority: str, al
 
 @lru_cache(maxsize=8192)
 def mixture_rule(
-    t: tuple[Fraction, ...], q: tuple[Fraction, ...], counts: Coverage, priority: str = "id"
+    t: tuple[Fraction, ...], q: tuple[Fraction, ...], counts: Coverage, priority: str | BaseRule = "id"
 ) -> tuple[tuple[Fraction, ...], Decomposition]:
     r"""A selection law d maximising :math:`\sum_y \min\{t(y), d(y)\}`, and its priority-order mixture.
 
@@ -434,8 +512,8 @@ def mixture_rule(
         under-drafted tokens their selection mass first); or ``"lex"``, the lexicographically
         optimal base with respect to t (:func:`lexicographic_base`), which spreads the mass
         above the target in proportion to t; or ``"hedge"`` (:func:`hedged_base`), that base
-        with its under-drafted tokens re-split in proportion to q; or ``"neutral"``
-        (:func:`neutral_base`), the hedge with the over-drafted tokens' mass split by q, floored at t.
+        with its under-drafted tokens re-split in proportion to q; or any :data:`BaseRule`, whose
+        base is then decomposed.
 
     Returns
     -------
@@ -450,102 +528,16 @@ def mixture_rule(
     ValueError
         ``priority`` not in :data:`PRIORITIES`.
     """
-    if priority in BASE_PRIORITIES:
-        d = {"lex": lexicographic_base, "hedge": hedged_base, "neutral": neutral_base}[priority](t, q, counts)
+    if callable(priority):
+        d = priority(t, q, counts)
         return d, decompose_base(d, q, counts)
-    support = _visit_order(t, q, priority, PRIORITIES)
-    a = _acceptance_vector(t, q, support, counts)
-    d = _raise_to_base(a, q, support, counts)
+    if priority in BASE_PRIORITIES:
+        d = {"lex": lexicographic_base, "hedge": hedged_base}[priority](t, q, counts)
+        return d, decompose_base(d, q, counts)
+    support = visit_order(t, q, priority, PRIORITIES)
+    a = acceptance_vector(t, q, support, counts)
+    d = raise_to_base(a, q, support, counts)
     return tuple(d), decompose_base(d, q, counts)
-
-
-def _max_proportional(a: Sequence[Fraction], q: Sequence[Fraction], support: list[int], counts: Coverage) -> Fraction:
-    r"""Largest :math:`\lambda \in [0, 1]` with :math:`(a - \lambda q)^+ / (1 - \lambda)` in the polymatroid.
-
-    :math:`\phi(\lambda) = \min_X [(1 - \lambda) G(q(X)) - (a - \lambda q)(X)]` is concave in
-    :math:`\lambda`, nonnegative at 0 (a is in the polymatroid); Dinkelbach from
-    :math:`\lambda = 1` moves to the root of the minimiser's linear function until
-    :math:`\phi \ge 0` (each minimiser a threshold set).
-    """
-    lam = Fraction(1)
-    for _ in range(len(support) + 3):
-        value, xs = _min_threshold([a[y] - lam * q[y] for y in range(len(q))], q, support, 1 - lam, counts, Fraction(0))
-        if value >= 0:
-            return lam
-        gx = coverage(sum((q[y] for y in xs), Fraction(0)), counts)
-        lam = (gx - sum((a[y] for y in xs), Fraction(0))) / (gx - sum((q[y] for y in xs), Fraction(0)))
-    raise AssertionError("max proportional share did not converge (a bug: it ends in at most |T| + 1 steps)")
-
-
-def proportional_share(
-    d: Sequence[Fraction], q: Sequence[Fraction], counts: Coverage
-) -> tuple[Fraction, Decomposition]:
-    r"""The largest :math:`\lambda` with :math:`d = \lambda q + (1 - \lambda) b`, b a base, and b's orders.
-
-    Parameters
-    ----------
-    d : sequence of Fraction, length n
-        A base of the polymatroid.
-    q : sequence of Fraction, length n
-    counts : Coverage
-
-    Returns
-    -------
-    lam : Fraction
-        In [0, 1] (1 when d = q).
-    orders : Decomposition
-        :func:`decompose_base` of b (empty when ``lam == 1``).
-    """
-    support = [y for y in range(len(q)) if q[y] > 0]
-    if all(d[y] == q[y] for y in support):
-        return Fraction(1), ()
-    lam = _peel_step(list(d), list(q), q, support, counts)
-    return lam, decompose_base([(d[y] - lam * q[y]) / (1 - lam) for y in range(len(q))], q, counts)
-
-
-@lru_cache(maxsize=8192)
-def proportional_rule(
-    t: tuple[Fraction, ...], q: tuple[Fraction, ...], counts: Coverage, priority: str = "ratio"
-) -> tuple[tuple[Fraction, ...], Fraction, Decomposition]:
-    r"""An optimal selection law with the largest proportional share: :math:`d = \lambda q + (1 - \lambda) b`.
-
-    Among the bases :math:`d \ge a^*` (every one maximises :math:`\sum_y \min\{t(y), d(y)\}`,
-    :math:`a^*` the acceptance vector of :func:`mixture_rule`'s step 1 in ``priority`` order),
-    take the one with the largest weight :math:`\lambda` on q itself (q is a base, since
-    :math:`G(x) \ge x`): :math:`\lambda` is the largest value with
-    :math:`(a^* - \lambda q)^+/(1 - \lambda)` in the polymatroid, b is that vector raised to a
-    base (step 2) and written as a mixture of priority orders (step 3). The proportional part
-    is the rule "pick a drafted child at random in proportion to the drafts": a score-law split
-    (:mod:`spectr_gbv.reference.score_laws`) gives every child the same share of every score,
-    so each child keeps access to the top scores for its own children.
-
-    Parameters
-    ----------
-    t, q, counts, priority
-        As :func:`mixture_rule` (``priority`` ``"id"`` or ``"ratio"``).
-
-    Returns
-    -------
-    d : tuple of Fraction, length n
-        The base; :math:`\sum \min\{t, d\}` equals :func:`mixture_rule`'s value.
-    lam : Fraction
-        The proportional weight in [0, 1] (1: d = q).
-    orders : Decomposition
-        The priority-order mixture of b (empty when ``lam == 1``).
-
-    Raises
-    ------
-    ValueError
-        ``priority`` not ``"id"`` or ``"ratio"``.
-    """
-    support = _visit_order(t, q, priority, ("id", "ratio"))
-    a = _acceptance_vector(t, q, support, counts)
-    lam = _max_proportional(a, q, support, counts)
-    if lam == 1:
-        return tuple(q), lam, ()
-    b = _raise_to_base([max(a[y] - lam * q[y], Fraction(0)) / (1 - lam) for y in range(len(q))], q, support, counts)
-    d = tuple(lam * q[y] + (1 - lam) * b[y] for y in range(len(q)))
-    return d, lam, decompose_base(b, q, counts)
 
 
 def selection_probabilities(orders: Decomposition, tokens: Sequence[int]) -> dict[int, Fraction]:
@@ -573,18 +565,22 @@ def selection_probabilities(orders: Decomposition, tokens: Sequence[int]) -> dic
 __all__ = [
     "BASE_PRIORITIES",
     "PRIORITIES",
+    "BaseRule",
     "Counts",
     "Coverage",
     "Decomposition",
+    "acceptance_vector",
     "coverage",
     "decompose_base",
     "hedged_base",
     "lexicographic_base",
+    "min_threshold",
     "mixture_rule",
-    "neutral_base",
     "order_vertex",
+    "peel_step",
     "point_mass",
-    "proportional_rule",
-    "proportional_share",
+    "raise_to_base",
     "selection_probabilities",
+    "visit_order",
+    "water_fill",
 ]

@@ -66,7 +66,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -74,13 +74,11 @@ from spectr_gbv.core.methods import class_facts
 from spectr_gbv.reference.base import Verifier, VerifyInput
 from spectr_gbv.reference.choosers import Chooser, Emission
 from spectr_gbv.reference.coverage import (
-    BASE_PRIORITIES,
     PRIORITIES,
+    BaseRule,
     Counts,
     Decomposition,
     mixture_rule,
-    proportional_rule,
-    proportional_share,
     selection_probabilities,
 )
 from spectr_gbv.reference.kernels import block_verify
@@ -159,7 +157,7 @@ WEIGHTINGS: tuple[str, ...] = ("bv", "none", "leaf")
 
 
 def path_rules(
-    batch: VerifyInput, k: int, depth: int | None = None, priority: str = "ratio", weighting: str = "bv"
+    batch: VerifyInput, k: int, depth: int | None = None, priority: str | BaseRule = "ratio", weighting: str = "bv"
 ) -> list[PathNode]:
     """The node rules along draft ``k`` for t = 0..depth-1 (default L): module docstring.
 
@@ -171,7 +169,7 @@ def path_rules(
         The draft whose prefix is the path.
     depth : int, optional
         Number of path nodes to build (``<= L``); the rule at depth t needs only ``x^t``.
-    priority : str
+    priority : str or BaseRule
         :func:`~spectr_gbv.reference.coverage.mixture_rule`'s priority (default ``"ratio"``).
     weighting : str
         One of :data:`WEIGHTINGS` (default ``"bv"``).
@@ -193,7 +191,7 @@ def path_rules(
 def _walk(
     batch: VerifyInput,
     pick: Callable[[int, PathNode, list[int]], int],
-    priority: str,
+    priority: str | BaseRule,
     weighting: str,
     depth: int | None = None,
 ) -> tuple[list[PathNode], int]:
@@ -237,13 +235,11 @@ def _walk(
 #: with one priority order per node (``"walk"``, the first version; docs/near_opt_bv.md).
 SELECTIONS: tuple[str, ...] = ("score", "walk")
 
-#: ``split`` values of :class:`NearOptBlockVerifier` (score selection): :func:`mixture_rule`'s law
-#: split by its priority orders (``"orders"``, the registered verifier, with the ``"hedge"``
-#: priority), the optimal law with the largest proportional share (``"proportional"``:
-#: :func:`~spectr_gbv.reference.coverage.proportional_rule`), or :func:`mixture_rule`'s law with
-#: its largest proportional share (``"rule"``); the last two are research-log variants
-#: (docs/near_opt_bv.md).
-SPLITS: tuple[str, ...] = ("orders", "proportional", "rule")
+#: ``split`` names of :class:`NearOptBlockVerifier` (score selection): :func:`mixture_rule`'s law
+#: split by its priority orders (``"orders"``, :data:`ORDERS`; the registered verifier, with the
+#: ``"hedge"`` priority). A :class:`NodeSplit` may be given instead of a name (the research-log
+#: variants of ``bench/experiments/near_opt_variants.py``; docs/near_opt_bv.md).
+SPLITS: tuple[str, ...] = ("orders",)
 
 
 @dataclass(frozen=True)
@@ -255,7 +251,7 @@ class ScoreNode:
     d : tuple of Fraction, length n
         Law of the selected block's next token, r(.|u).
     share : Fraction
-        Weight of the proportional part of the split (:func:`~spectr_gbv.reference.coverage.proportional_rule`).
+        Weight of the proportional part of the split (:class:`NodeSplit`; 0 with :data:`ORDERS`).
     orders : Decomposition
         Priority-order mixture of the rest.
     law : ScoreLaw
@@ -284,6 +280,113 @@ def child_law(node: ScoreNode, q: tuple[Fraction, ...], v: int) -> ScoreLaw:
     return split_law(node.law, node.share, slices, q[v])
 
 
+class NodeSplit(Protocol):
+    r"""The node rule of score selection: a law d at a drafted prefix and its split of the score law.
+
+    At a node u with target row t (BV-weighted p), draft row q and the score-law coverage
+    :math:`x \mapsto g_H(x)` of H (:class:`~spectr_gbv.reference.score_laws.ScoreCoverage`), a
+    split returns a base d of that polymatroid written as :math:`d = \lambda q + (1 - \lambda) b`,
+    b a mixture of priority orders; :func:`child_law` then gives every child the share
+    :math:`\lambda` of every score and splits the rest of H by the orders. Any base is lossless
+    (the selected draft has law r exactly); the value depends on the base. :data:`ORDERS` is the
+    package's split; the research-log variants are in ``bench/experiments/near_opt_variants.py``.
+    """
+
+    #: The split's name, used in error messages.
+    name: str
+
+    def check(self, priority: str | BaseRule) -> None:
+        """Validate the priority the split will be called with.
+
+        Raises
+        ------
+        ValueError
+            ``priority`` not defined for this split.
+        """
+        ...
+
+    def __call__(
+        self,
+        target: tuple[Fraction, ...],
+        q: tuple[Fraction, ...],
+        cov: ScoreCoverage,
+        priority: str | BaseRule,
+        last: bool,
+    ) -> tuple[tuple[Fraction, ...], Fraction, Decomposition]:
+        r"""The rule at one node.
+
+        Parameters
+        ----------
+        target : tuple of Fraction, length n
+            Nonnegative target row (total at most 1).
+        q : tuple of Fraction, length n
+            Draft row (sums to 1).
+        cov : ScoreCoverage
+            The node's concave function :math:`g_H` (hashable).
+        priority : str or BaseRule
+            :func:`~spectr_gbv.reference.coverage.mixture_rule`'s priority.
+        last : bool
+            Whether the node is at the last level (t = L - 1).
+
+        Returns
+        -------
+        d : tuple of Fraction, length n
+            The base :math:`\lambda q + (1 - \lambda) b`.
+        share : Fraction
+            :math:`\lambda` in [0, 1].
+        orders : Decomposition
+            b's priority-order mixture (empty when ``share == 1``).
+        """
+        ...
+
+
+@dataclass(frozen=True)
+class OrdersSplit:
+    """:func:`mixture_rule`'s law split by its own priority orders (share 0): the ``"orders"`` split.
+
+    Attributes
+    ----------
+    name : str
+        ``"orders"``.
+    """
+
+    name: str = "orders"
+
+    def check(self, priority: str | BaseRule) -> None:
+        """Every priority of :func:`mixture_rule` is defined for this split (no check)."""
+
+    def __call__(
+        self,
+        target: tuple[Fraction, ...],
+        q: tuple[Fraction, ...],
+        cov: ScoreCoverage,
+        priority: str | BaseRule,
+        last: bool,
+    ) -> tuple[tuple[Fraction, ...], Fraction, Decomposition]:
+        """``(d, 0, orders)`` with ``d, orders = mixture_rule(target, q, cov, priority)`` (:class:`NodeSplit`)."""
+        d, orders = mixture_rule(target, q, cov, priority)
+        return d, Fraction(0), orders
+
+
+#: The package's score split (``split="orders"``, the registered verifier).
+ORDERS = OrdersSplit()
+
+
+def node_split(split: str | NodeSplit) -> NodeSplit:
+    """The :class:`NodeSplit` of ``split``: a name of :data:`SPLITS`, or a split object as given.
+
+    Raises
+    ------
+    ValueError
+        ``split`` a string not in :data:`SPLITS`.
+    """
+    if not isinstance(split, str):
+        return split
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
+    return ORDERS
+
+
 def _score_node(
     p: tuple[Fraction, ...],
     q: tuple[Fraction, ...],
@@ -291,58 +394,33 @@ def _score_node(
     num_drafts: int,
     law: ScoreLaw,
     w: Fraction,
-    options: tuple[str, str, str],
-    mix: Fraction = Fraction(0),
+    options: tuple[str | BaseRule, str, NodeSplit],
 ) -> ScoreNode:
     priority, weighting, split = options
     scale = w if weighting == "bv" or (weighting == "leaf" and last) else Fraction(1)
     target, cov = tuple(scale * v for v in p), ScoreCoverage(law, num_drafts - 1)
-    if split == "proportional":
-        d, share, orders = proportional_rule(target, q, cov, priority)
-    else:
-        d, orders = mixture_rule(target, q, cov, priority)
-        share = Fraction(0)
-        if split == "rule":
-            share, orders = proportional_share(d, q, cov)
-        elif mix > 0 and not last:  # a share of every score for every child: (1 - mix) d + mix q
-            d, share = tuple((1 - mix) * dv + mix * qv for dv, qv in zip(d, q, strict=True)), mix
+    d, share, orders = split(target, q, cov, priority, last)
     return ScoreNode(d, share, orders, law, w)
 
 
-def _check_score_options(priority: str, weighting: str, split: str, selection: str = "score") -> None:
+def _check_score_options(
+    priority: str | BaseRule, weighting: str, split: str | NodeSplit, selection: str = "score"
+) -> NodeSplit:
     if weighting not in WEIGHTINGS:
         raise ValueError(f"weighting must be one of {', '.join(WEIGHTINGS)}, got {weighting!r}")
-    if priority not in PRIORITIES:
+    if not callable(priority) and priority not in PRIORITIES:
         raise ValueError(f"priority must be one of {', '.join(PRIORITIES)}, got {priority!r}")
-    if split not in SPLITS:
-        raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
-    if selection == "score" and split == "proportional" and priority in BASE_PRIORITIES:
-        raise ValueError(
-            f"split='proportional' needs priority 'ratio' or 'id' (priority {priority!r} is a whole "
-            "base, not defined for it)"
-        )
-
-
-def check_mix(mix: Fraction, split: str) -> None:
-    """Validate :func:`score_tree`'s proportional share ``mix``.
-
-    Raises
-    ------
-    ValueError
-        ``mix`` outside [0, 1], or ``mix > 0`` with a ``split`` other than ``"orders"``.
-    """
-    if not 0 <= mix <= 1:
-        raise ValueError(f"mix must be in [0, 1], got {mix}")
-    if mix and split != "orders":
-        raise ValueError(f"mix > 0 needs split='orders', got split={split!r}")
+    rule = node_split(split)
+    if selection == "score":
+        rule.check(priority)
+    return rule
 
 
 def score_tree(
     batch: VerifyInput,
-    priority: str = "hedge",
+    priority: str | BaseRule = "hedge",
     weighting: str = "bv",
-    split: str = "orders",
-    mix: Fraction = Fraction(0),
+    split: str | NodeSplit = "orders",
 ) -> tuple[dict[tuple[int, ...], ScoreNode], list[ScoreLaw]]:
     """The score rules at every drafted prefix of length 0..L-1 and each draft's score law.
 
@@ -350,20 +428,14 @@ def score_tree(
     ----------
     batch : VerifyInput
         Fractions or float64 (converted exactly to Fractions, rows renormalised).
-    priority : str
+    priority : str or BaseRule
         :func:`mixture_rule`'s priority (default ``"hedge"``: the lexicographically optimal base
         with its under-drafted children re-split in proportion to q; ``"lex"``: that base alone;
-        ``"id"`` or ``"ratio"`` with any split, ``"hedge"`` and ``"lex"`` not with
-        ``"proportional"``).
+        ``"id"`` or ``"ratio"``; a split may accept fewer, :meth:`NodeSplit.check`).
     weighting : str
         One of :data:`WEIGHTINGS` (default ``"bv"``).
-    split : str
-        One of :data:`SPLITS` (default ``"orders"``).
-    mix : Fraction
-        With ``split="orders"``, the proportional share given at every node above the last
-        level: the rule's law becomes :math:`(1 - \\lambda) d + \\lambda q` and every child
-        gets :math:`\\lambda` of every score (the second chances of docs/near_opt_bv.md, "Second
-        chances and the real pair"; ``bench/experiments/second_chance.py``); default 0.
+    split : str or NodeSplit
+        One of :data:`SPLITS` (default ``"orders"``) or a :class:`NodeSplit`.
 
     Returns
     -------
@@ -375,12 +447,12 @@ def score_tree(
     Raises
     ------
     ValueError
-        ``weighting`` not in :data:`WEIGHTINGS`, ``split`` not in :data:`SPLITS`, ``priority``
-        not in :data:`~spectr_gbv.reference.coverage.PRIORITIES`, ``"lex"`` with the
-        proportional split, or a bad ``mix`` (:func:`check_mix`).
+        ``weighting`` not in :data:`WEIGHTINGS`, ``split`` a name not in :data:`SPLITS`,
+        ``priority`` neither a :data:`~spectr_gbv.reference.coverage.BaseRule` nor in
+        :data:`~spectr_gbv.reference.coverage.PRIORITIES`, or a priority the split rejects
+        (:meth:`NodeSplit.check`).
     """
-    _check_score_options(priority, weighting, split)
-    check_mix(mix, split)
+    rule = _check_score_options(priority, weighting, split)
     nodes: dict[tuple[int, ...], ScoreNode] = {}
     rows: dict[tuple[int, ...], tuple[tuple[Fraction, ...], tuple[Fraction, ...]]] = {}
     laws: dict[tuple[int, ...], tuple[ScoreLaw, Fraction]] = {(): (UNIFORM, Fraction(1))}
@@ -393,7 +465,7 @@ def score_tree(
                 p = exact_row(batch.target_probs[k, t], batch.exact)
                 q = exact_row(batch.draft_probs[k, t], batch.exact)
                 rows[u] = (p, q)
-                nodes[u] = _score_node(p, q, t == batch.L - 1, batch.K, law, w, (priority, weighting, split), mix)
+                nodes[u] = _score_node(p, q, t == batch.L - 1, batch.K, law, w, (priority, weighting, rule))
             node, (p, q) = nodes[u], rows[u]
             child = x[: t + 1]
             if child not in laws:
@@ -414,7 +486,9 @@ class NearOptBlockVerifier(Verifier):
       score law H is split among the children by the priority orders of the hedged base of H's
       polymatroid (the lexicographically optimal base with respect to the BV-weighted target
       row, its under-drafted children re-split in proportion to q; ``split`` ``"orders"``,
-      ``priority`` ``"hedge"``); the other priorities and splits are research variants.
+      ``priority`` ``"hedge"``); the other priorities are research variants, and further splits
+      and bases plug in as a :class:`NodeSplit` and a
+      :data:`~spectr_gbv.reference.coverage.BaseRule` (``bench/experiments/near_opt_variants.py``).
     * ``selection="walk"``: walk down the trie with one priority order per node, drawn from
       :func:`~spectr_gbv.reference.coverage.mixture_rule`'s mixture for the law of the number
       of drafts through the node (the first version; :func:`path_rules`).
@@ -426,24 +500,25 @@ class NearOptBlockVerifier(Verifier):
 
     Parameters
     ----------
-    priority : str, optional
+    priority : str or BaseRule, optional
         The optimal base's priority: ``"hedge"`` (the default with scores:
         :func:`~spectr_gbv.reference.coverage.hedged_base`), ``"lex"`` (the lexicographically
-        optimal base, the registered rule before), ``"ratio"`` (the default with the walk) or
-        ``"id"``.
+        optimal base, the registered rule before), ``"ratio"`` (the default with the walk),
+        ``"id"``, or a :data:`~spectr_gbv.reference.coverage.BaseRule`.
     weighting : str
         The node target (default ``"bv"``; :data:`WEIGHTINGS`). The registered ``near_opt_bv``
         uses the defaults; the others are the research log's variants.
     selection : str
         ``"score"`` (default) or ``"walk"`` (:data:`SELECTIONS`).
-    split : str
-        The score split (default ``"orders"``; :data:`SPLITS`; unused by the walk).
+    split : str or NodeSplit
+        The score split (default ``"orders"``; :data:`SPLITS` or a :class:`NodeSplit`; unused by
+        the walk).
 
     Raises
     ------
     ValueError
-        An unknown ``priority``, ``weighting``, ``selection`` or ``split``, or ``"hedge"`` or
-        ``"lex"`` with the proportional split.
+        An unknown ``priority``, ``weighting``, ``selection`` or ``split``, or, with scores, a
+        priority the split rejects (:meth:`NodeSplit.check`).
 
     References
     ----------
@@ -457,7 +532,11 @@ class NearOptBlockVerifier(Verifier):
     symmetric = True
 
     def __init__(
-        self, priority: str | None = None, weighting: str = "bv", selection: str = "score", split: str = "orders"
+        self,
+        priority: str | BaseRule | None = None,
+        weighting: str = "bv",
+        selection: str = "score",
+        split: str | NodeSplit = "orders",
     ) -> None:
         super().__init__()
         if selection not in SELECTIONS:
@@ -512,16 +591,19 @@ class NearOptBlockVerifier(Verifier):
 
 
 __all__ = [
+    "ORDERS",
     "SELECTIONS",
     "SPLITS",
     "WEIGHTINGS",
     "NearOptBlockVerifier",
+    "NodeSplit",
+    "OrdersSplit",
     "PathNode",
     "ScoreNode",
     "child_counts",
-    "check_mix",
     "child_law",
     "exact_row",
+    "node_split",
     "path_rules",
     "score_tree",
 ]

@@ -17,6 +17,7 @@ from fractions import Fraction as F
 
 import pytest
 
+from bench.experiments.near_opt_variants import PROPORTIONAL, RULE, MixedOrdersSplit, check_mix
 from bench.experiments.second_chance import SecondChanceNearOptVerifier, loser_rows, race_integral
 from spectr_gbv.core.instance import default_instance, random_instance
 from spectr_gbv.reference import get_verifier, iteration_inputs
@@ -36,7 +37,7 @@ def _batch(instance, drafts) -> VerifyInput:
 def test_race_integral_gives_the_win_probabilities(drafts, mix):
     """P(k wins) = integral of g_k times the other drafts' CDFs; with m drafts marginalised, s^m each."""
     batch = _batch(default_instance(), drafts)
-    _, leaves = score_tree(batch, mix=mix)
+    _, leaves = score_tree(batch, split=MixedOrdersSplit(mix))
     K = len(leaves)
     wins = win_probabilities(leaves)
     for k in range(K):
@@ -49,7 +50,7 @@ def test_race_integral_gives_the_win_probabilities(drafts, mix):
 
 def test_loser_rows_are_laws_and_refuse_an_impossible_prefix():
     batch = _batch(default_instance(), [[0, 1], [1, 1]])
-    nodes, leaves = score_tree(batch, mix=F(1, 2))
+    nodes, leaves = score_tree(batch, split=MixedOrdersSplit(F(1, 2)))
     rows = loser_rows(batch, nodes, leaves[0], [], 0, 1, 0)
     assert len(rows) == 2 and all(sum(row) == 1 for row in rows)
     # the root row: q(v) times P(a draft through v scores below the winner) over the same for any draft
@@ -119,6 +120,8 @@ def test_bad_options():
     with pytest.raises(ValueError, match="mix must be in"):
         SecondChanceNearOptVerifier(mix=F(3, 2))
     with pytest.raises(ValueError, match="needs split='orders'"):
-        SecondChanceNearOptVerifier(split="rule", mix=F(1, 2))
-    with pytest.raises(ValueError, match="needs split='orders'"):  # score_tree itself never ignores a share
-        score_tree(_batch(default_instance(), [[0, 1], [1, 1]]), priority="ratio", split="proportional", mix=F(1, 4))
+        SecondChanceNearOptVerifier(split=RULE, mix=F(1, 2))
+    with pytest.raises(ValueError, match="needs split='orders'"):
+        check_mix(F(1, 4), PROPORTIONAL)
+    with pytest.raises(ValueError, match="mix must be in"):
+        MixedOrdersSplit(F(-1, 2))

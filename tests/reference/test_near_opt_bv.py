@@ -32,7 +32,6 @@ from spectr_gbv.reference.coverage import (
     hedged_base,
     lexicographic_base,
     mixture_rule,
-    neutral_base,
     order_vertex,
     point_mass,
     selection_probabilities,
@@ -97,25 +96,6 @@ def test_hedged_base_hand_cases():
     q = (F(1, 10), F(3, 10), F(3, 5))
     assert hedged_base(t, q, point_mass(2)) == lexicographic_base(t, q, point_mass(2))
     assert hedged_base(t, q, point_mass(1)) == q
-
-
-def test_neutral_base_candidate_c6a():
-    # random:3,3,32,0.3's root at K = 2: both drafted tokens over-drafted (coverage 408/529 and
-    # 385/529 above t = 1/5, 3/5); lex (and the hedge) spread the mass in proportion to t, capped
-    # at token 1's coverage; C6a floors token 1 at t and gives token 0 the rest, 2/5 (= 23/30 of its q)
-    t, q, two = (F(1, 5), F(3, 5), F(0)), (F(12, 23), F(11, 23), F(0)), point_mass(2)
-    assert lexicographic_base(t, q, two) == hedged_base(t, q, two) == (F(144, 529), F(385, 529), F(0))
-    assert neutral_base(t, q, two) == (F(2, 5), F(3, 5), F(0))
-    # no over-drafted mass to move: the hedged base itself; one draft: q
-    p, q = (F(1, 4), F(3, 4), F(0)), (F(1, 18), F(5, 18), F(2, 3))
-    assert neutral_base(p, q, two) == hedged_base(p, q, two)
-    assert neutral_base(p, q, point_mass(1)) == q
-    # lossless on the instance, and 1.3987 there against the hedge's 1.3071 (MDBV 1.3287); over
-    # the battery it is below gbv_multipath more often (docs/near_opt_bv.md, C6a)
-    inst = random_instance(3, 3, 32, zero_prob=0.3)
-    r = simulate_exact(inst, NearOptBlockVerifier(priority="neutral"), 2)
-    assert r.validity_defect == 0
-    assert r.expected_accepted == F(247444521570938189, 176906161429527200)
 
 
 def test_point_mass_is_the_optimal_multidraft_rule():
@@ -224,8 +204,8 @@ def test_bad_options_name_the_argument():
         (dict(split="bogus"), "split"),
         (dict(split="bogus", selection="walk"), "split"),
         (dict(weighting="BV"), "weighting"),
-        (dict(priority="foo"), "priority"),
-        (dict(split="proportional"), "split='proportional' needs priority 'ratio' or 'id'"),
+        (dict(priority="foo"), "priority must be one of id, ratio, lex, hedge, got 'foo'"),
+        (dict(split="proportional"), "split must be one of orders, got 'proportional'"),
     ):
         with pytest.raises(ValueError, match=word):
             NearOptBlockVerifier(**kwargs)

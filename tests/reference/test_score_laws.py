@@ -4,8 +4,6 @@
   :math:`g_U(x) = 1 - (1 - x)^K`, and win probabilities of simple laws.
 * The split of a node's law among its children gives the law back (q-mixture) and realises
   the rule's d exactly: :math:`q(v) E[S^{K-1} | G_{uv}] / E[S^{K-1} | H] = d(v)`.
-* :func:`~spectr_gbv.reference.coverage.proportional_rule` attains the min-cut of
-  :func:`~spectr_gbv.reference.coverage.mixture_rule` with a base, for count laws and score laws.
 * The race: the win probabilities of the K drafts' score laws, summed over the drafts equal to
   a block x, are r(x) = prod_t d_t(x_t) (the structured path's law) on random tuples.
 """
@@ -13,7 +11,6 @@
 from __future__ import annotations
 
 import itertools
-import random
 from fractions import Fraction as F
 
 import numpy as np
@@ -23,11 +20,7 @@ from spectr_gbv.core.instance import random_instance
 from spectr_gbv.reference.base import VerifyInput
 from spectr_gbv.reference.coverage import (
     coverage,
-    decompose_base,
-    mixture_rule,
-    order_vertex,
     point_mass,
-    proportional_rule,
 )
 from spectr_gbv.reference.near_opt_bv import NearOptBlockVerifier, child_law, score_tree
 from spectr_gbv.reference.score_laws import (
@@ -101,39 +94,6 @@ def _rows(inst, drafts):
         for t in range(L + 1):
             tp[j, t] = inst.target.cond(x[:t])
     return drafts.astype(np.int64), dp, tp, True
-
-
-def _rand_row(rng: random.Random, n: int) -> tuple[F, ...]:
-    while True:
-        w = [0 if rng.random() < 0.25 else rng.randint(1, 9) for _ in range(n)]
-        if sum(w):
-            return tuple(F(x, sum(w)) for x in w)
-
-
-@pytest.mark.parametrize("kind", ["counts", "score"])
-def test_proportional_rule_is_optimal_and_a_base(kind):
-    rng = random.Random(7 if kind == "counts" else 8)
-    law = add_measures([scaled(UNIFORM, F(1, 3)), scaled(((F(1, 2), F(1), F(1)),), F(2, 3))])
-    for _ in range(30):
-        n, k = rng.randint(2, 5), rng.randint(2, 4)
-        p, q = _rand_row(rng, n), _rand_row(rng, n)
-        t = tuple(F(rng.randint(1, 4), 4) * v for v in p)
-        cov = point_mass(k) if kind == "counts" else ScoreCoverage(law, k - 1)
-        d_mix, _ = mixture_rule(t, q, cov, "ratio")
-        d, lam, orders = proportional_rule(t, q, cov, "ratio")
-        value = sum(min(a, b) for a, b in zip(t, d, strict=True))
-        assert value == sum(min(a, b) for a, b in zip(t, d_mix, strict=True))
-        assert sum(d) == 1 and 0 <= lam <= 1
-        support = [y for y in range(n) if q[y] > 0]
-        for r in range(1, len(support) + 1):
-            for xs in itertools.combinations(support, r):
-                assert sum(d[y] for y in xs) <= coverage(sum(q[y] for y in xs), cov)
-        if lam < 1:
-            b = [(d[y] - lam * q[y]) / (1 - lam) for y in range(n)]
-            mix = [sum(w * order_vertex(q, o, cov)[y] for w, o in orders) for y in range(n)]
-            assert mix == b and decompose_base(b, q, cov) == orders
-        else:
-            assert d == q and orders == ()
 
 
 def test_win_probabilities_are_the_path_law():

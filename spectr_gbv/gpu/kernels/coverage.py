@@ -34,9 +34,10 @@ before the generalisation).
 Other concave functions. Every step reads G only through a
 :class:`~spectr_gbv.gpu.kernels.node_laws.NodeLaw` (``g``, its complement ``tail``, the vertex
 entries; module :mod:`spectr_gbv.gpu.kernels.node_laws`), so the same rules run on the score-law functions of
-:mod:`spectr_gbv.gpu.kernels.score_laws`; :func:`split_node_rule` adds the two score-law node
-rules of ``near_opt_bv`` (the lexicographically optimal base, and the optimal law with the
-largest proportional share), each with its priority-order mixture.
+:mod:`spectr_gbv.gpu.kernels.score_laws`; :func:`split_node_rule` adds the score-law node
+rule of ``near_opt_bv`` (the hedged or the lexicographically optimal base) with its
+priority-order mixture, and takes other splits through :class:`KernelSplit`
+(``bench/experiments/near_opt_variants.py`` has the proportional one).
 
 Losslessness in floating point. The rule's ``d`` is the law the mixture actually realises,
 :math:`\sum_i w_i v_{\sigma_i}`, not the base built in step 2, so a kernel using it stays
@@ -56,6 +57,7 @@ Python loops over positions/peels, each a batched torch op over the rows that st
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 
@@ -72,14 +74,13 @@ VERTEX_ATOL: float = 1e-10
 DINKELBACH_ATOL: float = 1e-12
 #: ``priority`` values of :func:`mixture_node_rule` (as :data:`spectr_gbv.reference.coverage.PRIORITIES`).
 PRIORITIES: tuple[str, ...] = ("id", "ratio")
-#: ``split`` values of :func:`split_node_rule` (as :data:`spectr_gbv.reference.near_opt_bv.SPLITS`, less ``"rule"``).
-SPLITS: tuple[str, ...] = ("orders", "proportional")
+#: ``split`` names of :func:`split_node_rule` (as :data:`spectr_gbv.reference.near_opt_bv.SPLITS`);
+#: a :class:`KernelSplit` may be given instead.
+SPLITS: tuple[str, ...] = ("orders",)
 
 #: The base priorities each split of :func:`split_node_rule` takes, its default first (the
 #: reference's :data:`spectr_gbv.reference.coverage.PRIORITIES` of the same name).
-SPLIT_PRIORITIES: dict[str, tuple[str, ...]] = {"orders": ("hedge", "lex"), "proportional": ("ratio",)}
-#: :func:`split_node_rule`: a proportional share above ``1 - SHARE_ATOL`` is 1 (d = q).
-SHARE_ATOL: float = 1e-12
+SPLIT_PRIORITIES: dict[str, tuple[str, ...]] = {"orders": ("hedge", "lex")}
 #: Largest number of float64 entries of one [rows, prefixes, n] block of step 1 (``"id"``).
 _BLOCK: int = 1 << 22
 
@@ -198,7 +199,7 @@ def _acceptance_vector(
     return torch.where(valid, a, 0.0), pos <= last
 
 
-def _raise_to_base(
+def raise_to_base(
     d: torch.Tensor, q: torch.Tensor, valid: torch.Tensor, law: NodeLaw, saturated: torch.Tensor | None = None
 ) -> torch.Tensor:
     """Raise each coordinate (position order) to ``min_{Y not containing y} G(q(y) + q(Y)) - d(Y)`` (step 2).
@@ -208,6 +209,24 @@ def _raise_to_base(
     0 exactly and is skipped. Each pass raises, in every row that still has one, its first
     position not yet saturated (the reference's position order, skipping slack-0 tokens), so the
     passes number the largest count of raised tokens of a row, not n.
+
+    Parameters
+    ----------
+    d : Tensor, float64 [N, n]
+        A vector of each node's polymatroid on compact positions (not modified).
+    q : Tensor, float64 [N, n]
+        Draft rows on the same positions.
+    valid : Tensor, bool [N, n]
+        Support.
+    law : NodeLaw
+        The nodes' concave functions.
+    saturated : Tensor, bool [N, n], optional
+        Positions known to lie in a tight set of ``d``.
+
+    Returns
+    -------
+    Tensor, float64 [N, n]
+        The raised base (reference: :func:`spectr_gbv.reference.coverage.raise_to_base`).
     """
     N, n = q.shape
     d = d.clone()
@@ -240,7 +259,7 @@ def _ratio_base(t: torch.Tensor, q: torch.Tensor, valid: torch.Tensor, law: Node
     is the one after the first minimiser. The raised tokens are therefore :math:`j^* + 1` and
     :math:`j + 1` for every j past it with :math:`F_j \le \min_{j' > j} F_{j'}`: one running
     minimum each way, O(S n), the same d as :func:`_acceptance_vector` then
-    :func:`_raise_to_base` in exact arithmetic.
+    :func:`raise_to_base` in exact arithmetic.
     """
     N, n = q.shape
     ts, full, best, a = _ratio_step1(t, q, valid, law)
@@ -624,7 +643,7 @@ def mixture_node_rule(
             dm = _ratio_base(tm, qm, vm, lm)
         else:
             a, sat = _acceptance_vector(tm, qm, vm, lm)
-            dm = _raise_to_base(a, qm, vm, lm, sat)
+            dm = raise_to_base(a, qm, vm, lm, sat)
         peeled = _decompose(
             dm,
             qm,
@@ -648,53 +667,27 @@ def mixture_node_rule(
     return NodeRule(d, weights, top, orders, fallbacks, after)
 
 
-# ---------------------------------------------------------------------------- proportional rule
-def _ratio_acceptance(t: torch.Tensor, q: torch.Tensor, valid: torch.Tensor, law: NodeLaw) -> torch.Tensor:
-    """Step 1 alone for positions sorted by t/q descending: a* from the running minimum of F (:func:`_ratio_base`)."""
-    return _ratio_step1(t, q, valid, law)[3]
+# ---------------------------------------------------------------------------- score splits
+def ratio_acceptance(t: torch.Tensor, q: torch.Tensor, valid: torch.Tensor, law: NodeLaw) -> torch.Tensor:
+    """Step 1 alone for positions sorted by t/q descending: a* from the running minimum of F.
 
+    The first half of :func:`mixture_node_rule`'s ``"ratio"`` steps 1-2, which it runs at once.
 
-def _max_share(
-    a: torch.Tensor, q: torch.Tensor, valid: torch.Tensor, law: NodeLaw
-) -> tuple[torch.Tensor, torch.Tensor]:
-    r"""Largest :math:`\lambda \in [0, 1]` with :math:`(a - \lambda q)^+/(1 - \lambda)` in the polymatroid; a tight set.
-
-    The minimisers of :math:`(1 - \lambda) G(q(X)) - (a - \lambda q)(X)` are prefixes of the
-    a/q order whatever :math:`\lambda` (the weights' ratios are :math:`a/q - \lambda`), so the
-    reference's Dinkelbach iterations end at the closed form
-    :math:`\lambda = \min(1, \min_j [G(Q_j) - A_j]/[G(Q_j) - Q_j])` over the prefixes j with
-    :math:`G(Q_j) > Q_j` (Q, A prefix sums of q and a; through the complement past q-mass 1/2).
-    Values above ``1 -`` :data:`SHARE_ATOL` are 1. The minimising prefix is tight for
-    :math:`(a - \lambda q)^+/(1 - \lambda)` (returned as bool [N, n], empty where
-    :math:`\lambda = 1`).
+    Parameters
+    ----------
+    t, q : Tensor, float64 [N, n]
+        Target and draft rows on compact positions (support by t/q descending, ties by id).
+    valid : Tensor, bool [N, n]
+        Support (padding last).
+    law : NodeLaw
+        The nodes' concave functions.
 
     Returns
     -------
-    lam : Tensor, float64 [N]
-    tight : Tensor, bool [N, n]
+    Tensor, float64 [N, n]
+        The acceptance vector :math:`a^*` (0 on padding).
     """
-    N, n = q.shape
-    order = torch.sort(_ratio_key(a, q, valid), dim=-1, descending=True, stable=True).indices
-    vs = valid.gather(1, order)
-    qs = torch.where(vs, q.gather(1, order), 0.0)
-    avs = torch.where(vs, a.gather(1, order), 0.0)
-
-    def suffix(x: torch.Tensor) -> torch.Tensor:  # sum strictly after each position
-        return torch.flip(torch.cumsum(torch.flip(x, [-1]), -1), [-1]) - x
-
-    mass, asum, rest, arest = torch.cumsum(qs, -1), torch.cumsum(avs, -1), suffix(qs), suffix(avs)
-    direct = mass <= 0.5
-    gx, tail = law.g_direct(mass), law.tail(rest.clamp_min(0.0))
-    den = torch.where(direct, gx - mass, rest - tail)
-    num = torch.where(direct, gx - asum, (1.0 - asum[:, -1:]) + arest - tail)
-    ok = vs & (den > 0)
-    ratio = torch.where(ok, num / torch.where(ok, den, 1.0), torch.inf)
-    best, j = torch.min(ratio, -1)
-    lam = best.clamp(0.0, 1.0)
-    lam = torch.where(lam >= 1.0 - SHARE_ATOL, 1.0, lam)
-    rank = torch.arange(n, device=q.device)
-    inside = (rank.unsqueeze(0) <= j.unsqueeze(-1)) & (lam < 1).unsqueeze(-1)
-    return lam, torch.zeros_like(valid).scatter(1, order, inside) & valid
+    return _ratio_step1(t, q, valid, law)[3]
 
 
 @dataclass(frozen=True)
@@ -728,21 +721,104 @@ class SplitRule:
     after: torch.Tensor | None = None
 
 
-def check_split(split: str, priority: str | None) -> str:
+class KernelSplit(Protocol):
+    r"""A score-law node rule of :func:`split_node_rule`: :math:`d = \lambda q + (1 - \lambda) b`, b a base.
+
+    Called on the nodes with more than one draft, on compact positions (support by t/q
+    descending, ties by id), it returns the share :math:`\lambda` and the base b; the caller
+    peels b into priority orders where :math:`\lambda < 1`. :data:`ORDERS` is the package's
+    split; ``bench/experiments/near_opt_variants.py`` has the research log's proportional one.
+    """
+
+    #: The split's name, used in error messages.
+    name: str
+    #: The base priorities it takes, its default first.
+    priorities: tuple[str, ...]
+
+    def __call__(
+        self, t: torch.Tensor, q: torch.Tensor, valid: torch.Tensor, law: NodeLaw, priority: str
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        r"""The share and the base at N nodes.
+
+        Parameters
+        ----------
+        t, q : Tensor, float64 [N, n]
+            Target and draft rows on compact positions.
+        valid : Tensor, bool [N, n]
+            Support (padding last).
+        law : NodeLaw
+            The nodes' concave functions.
+        priority : str
+            One of the split's ``priorities``.
+
+        Returns
+        -------
+        share : Tensor, float64 [N]
+            :math:`\lambda` in [0, 1].
+        base : Tensor, float64 [N, n]
+            b, a base of each node's polymatroid where ``share < 1`` (other rows are ignored).
+        """
+        ...
+
+
+@dataclass(frozen=True)
+class OrdersSplit:
+    """The ``"orders"`` split: share 0, b the hedged (``"hedge"``) or lexicographically optimal (``"lex"``) base.
+
+    Attributes
+    ----------
+    name : str
+        ``"orders"``.
+    priorities : tuple of str
+        ``("hedge", "lex")``.
+    """
+
+    name: str = "orders"
+    priorities: tuple[str, ...] = ("hedge", "lex")
+
+    def __call__(
+        self, t: torch.Tensor, q: torch.Tensor, valid: torch.Tensor, law: NodeLaw, priority: str
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Zero shares and :func:`~spectr_gbv.gpu.kernels.lex_base.hedged_base` or ``lexicographic_base``."""
+        lam = torch.zeros(q.shape[0], dtype=torch.float64, device=q.device)
+        base = hedged_base if priority == "hedge" else lexicographic_base
+        return lam, base(t, q, valid, lambda x, lp=law: _g(x, lp))
+
+
+#: The package's score split of :func:`split_node_rule` (``split="orders"``).
+ORDERS = OrdersSplit()
+
+
+def kernel_split(split: str | KernelSplit) -> KernelSplit:
+    """The :class:`KernelSplit` of ``split``: a name of :data:`SPLITS`, or a split object as given.
+
+    Raises
+    ------
+    ValueError
+        ``split`` a string not in :data:`SPLITS`.
+    """
+    if not isinstance(split, str):
+        return split
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
+    return ORDERS
+
+
+def check_split(split: str | KernelSplit, priority: str | None) -> str:
     """The priority :func:`split_node_rule` uses for ``split`` (the default where None).
 
     Raises
     ------
     ValueError
-        ``split`` not in :data:`SPLITS`, or ``priority`` not one of its :data:`SPLIT_PRIORITIES`.
+        ``split`` a name not in :data:`SPLITS`, or ``priority`` not one of its priorities
+        (:data:`SPLIT_PRIORITIES`, a :class:`KernelSplit`'s ``priorities``).
     """
-    if split not in SPLITS:
-        raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
-    allowed = SPLIT_PRIORITIES[split]
+    rule = kernel_split(split)
+    allowed = rule.priorities
     if priority is None:
         return allowed[0]
     if priority not in allowed:
-        raise ValueError(f"priority must be one of {', '.join(allowed)} with split={split!r}, got {priority!r}")
+        raise ValueError(f"priority must be one of {', '.join(allowed)} with split={rule.name!r}, got {priority!r}")
     return priority
 
 
@@ -751,26 +827,21 @@ def split_node_rule(
     q: torch.Tensor,
     counts: torch.Tensor | NodeLaw,
     *,
-    split: str = "orders",
+    split: str | KernelSplit = "orders",
     priority: str | None = None,
     marked: torch.Tensor | None = None,
     keep_orders: bool = False,
 ) -> SplitRule:
     r"""An optimal selection law as :math:`\lambda q + (1 - \lambda) b`, b a priority-order mixture; N nodes at once.
 
-    The two score-law splits of :func:`spectr_gbv.reference.near_opt_bv.score_tree` (``split``):
-
-    * ``"orders"``: d = the hedged base (``priority="hedge"``, the default:
-      :func:`spectr_gbv.reference.coverage.hedged_base`;
-      :func:`~spectr_gbv.gpu.kernels.lex_base.hedged_base`) or the lexicographically optimal
-      base w.r.t. t (``"lex"``: :func:`spectr_gbv.reference.coverage.lexicographic_base`;
-      :func:`~spectr_gbv.gpu.kernels.lex_base.lexicographic_base`), :math:`\lambda = 0`, b = d
-      peeled into priority orders;
-    * ``"proportional"`` (``"ratio"`` priority; :func:`spectr_gbv.reference.coverage.proportional_rule`):
-      a*, the acceptance vector of step 1 (support by t/q descending, ties by id as
-      :func:`mixture_node_rule`); :math:`\lambda`, the largest share with
-      :math:`(a^* - \lambda q)^+/(1 - \lambda)` in the polymatroid (``_max_share``); where
-      :math:`\lambda < 1`, b = that vector raised to a base (step 2, same order) and peeled.
+    The score-law split of :func:`spectr_gbv.reference.near_opt_bv.score_tree` (``split``):
+    ``"orders"``: d = the hedged base (``priority="hedge"``, the default:
+    :func:`spectr_gbv.reference.coverage.hedged_base`;
+    :func:`~spectr_gbv.gpu.kernels.lex_base.hedged_base`) or the lexicographically optimal
+    base w.r.t. t (``"lex"``: :func:`spectr_gbv.reference.coverage.lexicographic_base`;
+    :func:`~spectr_gbv.gpu.kernels.lex_base.lexicographic_base`), :math:`\lambda = 0`, b = d
+    peeled into priority orders. Any :class:`KernelSplit` gives :math:`\lambda` and b instead
+    (the research log's proportional split: ``bench/experiments/near_opt_variants.py``).
 
     Parameters
     ----------
@@ -783,11 +854,11 @@ def split_node_rule(
         :class:`~spectr_gbv.gpu.kernels.node_laws.NodeLaw` (e.g. :class:`spectr_gbv.gpu.kernels.score_laws.ScoreLaws`).
     marked : Tensor, int64 [N, M], optional
         Tokens (inside the support of q) whose q-mass after them in every order is returned.
-    split : str
-        ``"orders"`` (default) or ``"proportional"`` (:data:`SPLITS`).
+    split : str or KernelSplit
+        ``"orders"`` (default; :data:`SPLITS`) or a :class:`KernelSplit`.
     priority : str, optional
-        The base: one of :data:`SPLIT_PRIORITIES` for the split (default its first: ``"hedge"``
-        for ``"orders"``, ``"ratio"`` for ``"proportional"``).
+        The base: one of the split's priorities (:data:`SPLIT_PRIORITIES`; default its first:
+        ``"hedge"`` for ``"orders"``).
     keep_orders : bool
         Also return the orders.
 
@@ -798,18 +869,18 @@ def split_node_rule(
     Raises
     ------
     ValueError
-        ``split`` not in :data:`SPLITS`, ``priority`` not one of the split's
-        :data:`SPLIT_PRIORITIES`, a marked token outside the support of q, or ``counts`` of
-        another shape.
+        ``split`` a name not in :data:`SPLITS`, ``priority`` not one of the split's
+        priorities, a marked token outside the support of q, or ``counts`` of another shape.
 
     References
     ----------
     :func:`spectr_gbv.reference.coverage.lexicographic_base` and
-    :func:`~spectr_gbv.reference.coverage.proportional_rule` (the exact rules this matches);
+    :func:`~spectr_gbv.reference.coverage.hedged_base` (the exact rules this matches);
     Fujishige, "Lexicographically optimal base of a polymatroid with respect to a weight
     vector", Math. Oper. Res. 5 (1980).
     """
     priority = check_split(split, priority)
+    rule = kernel_split(split)
     prep = _compact(t, q, counts, marked, by_id=False)
     law, ids, valid, qc, tc, mc, after = prep.law, prep.ids, prep.valid, prep.qc, prep.tc, prep.mc, prep.after
     N, V, n, dev = prep.N, prep.V, prep.n, prep.device
@@ -821,25 +892,14 @@ def split_node_rule(
     multi = law.multi.nonzero().squeeze(-1)
     if multi.numel():
         qm, vm, lm = qc[multi], valid[multi], law[multi]
-        if split == "orders":
-            lam = torch.zeros(multi.numel(), dtype=torch.float64, device=dev)
-            part = torch.arange(multi.numel(), device=dev)
-        else:
-            a = _ratio_acceptance(tc[multi], qm, vm, lm)
-            lam, tight = _max_share(a, qm, vm, lm)
-            part = (lam < 1).nonzero().squeeze(-1)
+        lam, b = rule(tc[multi], qm, vm, lm, priority)
+        part = (lam < 1).nonzero().squeeze(-1)
         share[multi] = lam
         if part.numel():
             rows = multi[part]
             qp, vp, lp = qm[part], vm[part], lm[part]
             lam_p = lam[part].unsqueeze(-1)
-            if split == "orders":
-                base = hedged_base if priority == "hedge" else lexicographic_base
-                b = base(tc[rows], qp, vp, lambda x, lp=lp: _g(x, lp))
-            else:
-                c = torch.where(vp, (a[part] - lam_p * qp).clamp_min(0.0) / (1.0 - lam_p), 0.0)
-                b = _raise_to_base(c, qp, vp, lp, tight[part])
-            peeled = _decompose(b, qp, vp, lp, ids[rows], None, None if mc is None else mc[rows], keep_orders)
+            peeled = _decompose(b[part], qp, vp, lp, ids[rows], None, None if mc is None else mc[rows], keep_orders)
             dc[rows] = lam_p * qp + (1.0 - lam_p) * peeled.mixed
             weights[rows] = peeled.weights
             fallbacks = peeled.fallbacks
@@ -855,18 +915,23 @@ def split_node_rule(
 
 __all__ = [
     "DINKELBACH_ATOL",
+    "ORDERS",
     "PRIORITIES",
-    "SHARE_ATOL",
     "SPLITS",
     "SPLIT_PRIORITIES",
     "TIE_RTOL",
     "VERTEX_ATOL",
     "CountLaw",
+    "KernelSplit",
     "NodeLaw",
     "NodeRule",
+    "OrdersSplit",
     "SplitRule",
     "check_split",
     "count_law",
+    "kernel_split",
     "mixture_node_rule",
+    "raise_to_base",
+    "ratio_acceptance",
     "split_node_rule",
 ]

@@ -15,8 +15,8 @@ depth in one batch:
   (:class:`~spectr_gbv.gpu.kernels.score_laws.ScoreLaws`): with the default ``split="orders"``
   the hedged base (the reference default, ``priority="hedge"``: the lexicographically optimal
   base with its under-drafted children re-split in proportion to q; ``priority="lex"`` the
-  lexicographic base alone), with ``"proportional"`` the optimal law with the largest proportional share
-  :math:`d = \lambda q + (1 - \lambda) b`; b as a mixture of priority orders
+  lexicographic base alone), with a :class:`~spectr_gbv.gpu.kernels.coverage.KernelSplit`
+  a law :math:`d = \lambda q + (1 - \lambda) b`; b as a mixture of priority orders
   :math:`(\mu_i, \sigma_i)`;
 * a drafted child v gets :math:`q(v) G_{uv} = \lambda q(v) H + (1 - \lambda) \sum_i \mu_i
   H|_{[Q_i(<v), Q_i(<v) + q(v))}` (top quantiles), built in exact rationals
@@ -105,7 +105,7 @@ from spectr_gbv.gpu.kernels.common import (
     sample_categorical,
     take,
 )
-from spectr_gbv.gpu.kernels.coverage import check_split, mixture_node_rule, split_node_rule
+from spectr_gbv.gpu.kernels.coverage import KernelSplit, check_split, mixture_node_rule, split_node_rule
 from spectr_gbv.gpu.kernels.score_laws import ScoreLaws
 from spectr_gbv.reference.score_laws import UNIFORM, ScoreLaw, moment, split_law, win_probabilities
 
@@ -349,17 +349,20 @@ class _ExactLaws:
         return self._wins[key]
 
 
-def score_selection(inputs: KernelInputs, split: str = "orders", priority: str | None = None) -> ScoreSelection:
+def score_selection(
+    inputs: KernelInputs, split: str | KernelSplit = "orders", priority: str | None = None
+) -> ScoreSelection:
     r"""Score laws down the draft trie and the win probabilities of the K drafts (module docstring).
 
     Parameters
     ----------
     inputs : KernelInputs
         Rows of drafts sharing a prefix must agree there (the lowest-index draft's are read).
-    split : str
+    split : str or KernelSplit
         The node rule and its split of the score law (:func:`~spectr_gbv.gpu.kernels.coverage.split_node_rule`):
-        ``"orders"`` (default; the reference's default ``split="orders"``) or ``"proportional"``
-        (the reference's ``split="proportional"``, ``priority="ratio"``).
+        ``"orders"`` (default; the reference's default ``split="orders"``) or a
+        :class:`~spectr_gbv.gpu.kernels.coverage.KernelSplit` (the research log's proportional
+        split: ``bench/experiments/near_opt_variants.py``).
     priority : str, optional
         The base (:data:`~spectr_gbv.gpu.kernels.coverage.SPLIT_PRIORITIES`): with ``"orders"``,
         ``"hedge"`` (default, the reference default) or ``"lex"``.
@@ -440,7 +443,7 @@ def verify_near_opt_bv(
     inputs: KernelInputs,
     uniforms: UniformSource,
     selection: str = "score",
-    split: str = "orders",
+    split: str | KernelSplit = "orders",
     priority: str | None = None,
 ) -> VerifyOutput:
     r"""Near-optimal multi-draft block verification: select a draft, then BV with its law (module docstring).
@@ -457,8 +460,9 @@ def verify_near_opt_bv(
         then [B, L] (block verification's eta) and [B] (final token).
     selection : str
         ``"score"`` (default, the registered ``near_opt_bv``) or ``"walk"`` (:data:`SELECTIONS`).
-    split : str
-        With scores: :data:`~spectr_gbv.gpu.kernels.coverage.SPLITS` (:func:`score_selection`).
+    split : str or KernelSplit
+        With scores: :data:`~spectr_gbv.gpu.kernels.coverage.SPLITS` or a
+        :class:`~spectr_gbv.gpu.kernels.coverage.KernelSplit` (:func:`score_selection`).
     priority : str, optional
         With scores: the split's base (:func:`score_selection`; default ``"hedge"`` with
         ``"orders"``, the registered ``near_opt_bv``).
@@ -476,9 +480,9 @@ def verify_near_opt_bv(
     Raises
     ------
     ValueError
-        ``selection`` not in :data:`SELECTIONS`, ``split`` not in
+        ``selection`` not in :data:`SELECTIONS`, ``split`` a name not in
         :data:`~spectr_gbv.gpu.kernels.coverage.SPLITS`, or ``priority`` not one of its
-        :data:`~spectr_gbv.gpu.kernels.coverage.SPLIT_PRIORITIES`.
+        priorities (:data:`~spectr_gbv.gpu.kernels.coverage.SPLIT_PRIORITIES`).
 
     References
     ----------

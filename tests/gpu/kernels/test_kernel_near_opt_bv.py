@@ -3,13 +3,13 @@ r"""The ``near_opt_bv`` kernel: its score-law node rules, its count-law walk, an
 * Score node rules: :func:`~spectr_gbv.gpu.kernels.coverage.split_node_rule` with a batch of
   :class:`~spectr_gbv.gpu.kernels.score_laws.ScoreLaws` on 60 random nodes (n in 2..7, K in
   2..4, score laws H taken from the reference's child laws up to two levels down, targets w p
-  with zeros and ties), for both splits (``"orders"``: the reference default, the hedged base,
-  and the lexicographic base; ``"proportional"``): d, the share and the moments k = 0..3 of every child's law
-  (:func:`~spectr_gbv.gpu.kernels.near_opt_bv.exact_child`, exact from the rule's floats)
-  equal the exact reference
-  (:func:`~spectr_gbv.reference.coverage.mixture_rule` ``"hedge"``, ``"lex"`` /
-  :func:`~spectr_gbv.reference.coverage.proportional_rule`, :func:`~spectr_gbv.reference.near_opt_bv.child_law`)
-  within 1e-9.
+  with zeros and ties), for the ``"orders"`` split (the reference default, the hedged base,
+  and the lexicographic base; the research log's proportional split is checked by the same
+  helpers in tests/experiments/test_near_opt_kernel_variants.py): d, the share and the moments
+  k = 0..3 of every child's law (:func:`~spectr_gbv.gpu.kernels.near_opt_bv.exact_child`, exact
+  from the rule's floats) equal the exact reference
+  (:func:`~spectr_gbv.reference.coverage.mixture_rule` ``"hedge"``, ``"lex"``,
+  :func:`~spectr_gbv.reference.near_opt_bv.child_law`) within 1e-9.
 * Score selection: :func:`~spectr_gbv.gpu.kernels.near_opt_bv.score_selection` on random exact
   instances (n in 3..4, L = 3, K in 2..4): the rows along every draft and the win probabilities
   equal :func:`spectr_gbv.reference.near_opt_bv.score_tree` and
@@ -61,8 +61,15 @@ from spectr_gbv.gpu.kernels.near_opt_bv import (  # noqa: E402
 )
 from spectr_gbv.gpu.kernels.score_laws import ScoreLaws  # noqa: E402
 from spectr_gbv.reference.base import VerifyInput  # noqa: E402
-from spectr_gbv.reference.coverage import mixture_rule, proportional_rule  # noqa: E402
-from spectr_gbv.reference.near_opt_bv import ScoreNode, child_law, path_rules, score_tree  # noqa: E402
+from spectr_gbv.reference.coverage import mixture_rule  # noqa: E402
+from spectr_gbv.reference.near_opt_bv import (  # noqa: E402
+    NodeSplit,
+    ScoreNode,
+    child_law,
+    node_split,
+    path_rules,
+    score_tree,
+)
 from spectr_gbv.reference.score_laws import (  # noqa: E402
     UNIFORM,
     ScoreCoverage,
@@ -212,18 +219,15 @@ def test_one_draft_selects_draft_zero_with_the_draft_law():
 
 # ---------------------------------------------------------------------------- score selection
 #: (kernel split, reference priority, reference split)
-SPLIT_CASES = [("orders", "hedge", "orders"), ("orders", "lex", "orders"), ("proportional", "ratio", "proportional")]
+SPLIT_CASES = [("orders", "hedge", "orders"), ("orders", "lex", "orders")]
 
 
-def reference_rule(t: tuple, q: tuple, cov: ScoreCoverage, priority: str, split: str) -> tuple:
-    """(d, share, orders) of the reference's score node rule."""
-    if split == "proportional":
-        return proportional_rule(t, q, cov, priority)
-    d, orders = mixture_rule(t, q, cov, priority)
-    return d, Fraction(0), orders
+def reference_rule(t: tuple, q: tuple, cov: ScoreCoverage, priority: str, split: str | NodeSplit) -> tuple:
+    """(d, share, orders) of the reference's score node rule (not at the last level)."""
+    return node_split(split)(t, q, cov, priority, False)
 
 
-def random_score_law(rng: random.Random, K: int, depth: int, priority: str, split: str) -> ScoreLaw:
+def random_score_law(rng: random.Random, K: int, depth: int, priority: str, split: str | NodeSplit) -> ScoreLaw:
     """A child law of the reference, ``depth`` levels below the uniform root (random rows and children)."""
     law = UNIFORM
     for _ in range(depth):
@@ -237,6 +241,11 @@ def random_score_law(rng: random.Random, K: int, depth: int, priority: str, spli
 
 @pytest.mark.parametrize(("split", "priority", "ref_split"), SPLIT_CASES)
 def test_score_node_rule_and_child_laws_equal_the_exact_reference(split, priority, ref_split):
+    check_score_node_rule(split, priority, ref_split)
+
+
+def check_score_node_rule(split, priority, ref_split) -> None:
+    """The kernel's score node rule ``split`` against the reference's ``ref_split`` on 60 random nodes."""
     rng = random.Random(18)
     cases = []
     for i in range(60):
@@ -271,7 +280,7 @@ def test_score_node_rule_and_child_laws_equal_the_exact_reference(split, priorit
                     assert abs(float(moment(child, j)) - float(moment(exact, j))) <= ATOL, (tt, qq, v, j)
                 checked += 1
     assert checked >= 150
-    assert (shared > 0) == (split == "proportional")
+    assert (shared > 0) == ((split if isinstance(split, str) else split.name) == "proportional")
 
 
 def _score_batch(n: int, K: int, seed: int, copies: int = 2):
@@ -285,6 +294,11 @@ def _score_batch(n: int, K: int, seed: int, copies: int = 2):
 @pytest.mark.parametrize(("split", "priority", "ref_split"), SPLIT_CASES)
 @pytest.mark.parametrize(("n", "K", "seed"), [(3, 2, 5), (4, 3, 11), (3, 4, 23), (4, 2, 40)])
 def test_score_selection_equals_the_reference_score_tree(split, priority, ref_split, n, K, seed):
+    check_score_selection(split, priority, ref_split, n, K, seed)
+
+
+def check_score_selection(split, priority, ref_split, n: int, K: int, seed: int) -> None:
+    """The kernel's score selection with ``split`` against the reference's :func:`score_tree` with ``ref_split``."""
     tuples, groups, inputs, group = _score_batch(n, K, seed)
     sel = score_selection(inputs, split, priority)
     assert int(sel.peel_fallbacks) == 0
