@@ -1,8 +1,8 @@
 """spectr_gbv: reference implementation and referee for multi-draft block verification.
 
-Layers (imports go one way): core -> theory -> reference -> simulate -> ledger -> gpu -> validate ->
-testing -> sweep -> realpair -> examples -> cli. The library is core to testing less ledger; ledger
-(the claims and the report), sweep and realpair (the real-pair benchmark) are its applications.
+Layers (imports go one way): core -> theory -> reference -> simulate -> gpu -> validate -> testing
+(the library), then its applications: ledger (the claims and the report) -> sweep -> realpair (the
+real-pair benchmark) -> examples -> cli.
 
 The top-level names are loaded on first use (PEP 562), so ``import spectr_gbv`` and
 ``spectr-gbv --help`` / ``--version`` do not pay for numpy.

@@ -1,8 +1,8 @@
 """The package's layout: top-level packages import one way, and no file imports another's private names.
 
 Layers, lowest first (a module may import its own layer or a lower one):
-core -> theory -> reference -> simulate -> ledger -> gpu -> validate -> testing -> sweep -> realpair
--> examples -> cli. The check reads the source with :mod:`ast`, imports inside functions included,
+core -> theory -> reference -> simulate -> gpu -> validate -> testing (the library), then its
+applications: ledger -> sweep -> realpair -> examples -> cli. The check reads the source with :mod:`ast`, imports inside functions included,
 so it needs neither torch nor transformers.
 """
 
@@ -22,10 +22,10 @@ LAYERS: dict[str, int] = {
     "theory": 1,
     "reference": 2,
     "simulate": 3,
-    "ledger": 4,
-    "gpu": 5,
-    "validate": 6,
-    "testing": 7,
+    "gpu": 4,
+    "validate": 5,
+    "testing": 6,
+    "ledger": 7,
     "sweep": 8,
     "realpair": 9,
     "examples": 10,
