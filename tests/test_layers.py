@@ -2,8 +2,8 @@
 
 Layers, lowest first (a module may import its own layer or a lower one):
 core -> theory -> reference -> simulate -> gpu -> validate -> testing (the library), then its
-applications: ledger -> sweep -> realpair -> examples -> cli. The check reads the source with :mod:`ast`, imports inside functions included,
-so it needs neither torch nor transformers.
+applications: ledger -> sweep -> realpair -> examples -> cli. The check reads the source with
+:mod:`ast`, imports inside functions included, so it needs neither torch nor transformers.
 """
 
 from __future__ import annotations
