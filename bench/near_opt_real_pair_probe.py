@@ -7,7 +7,7 @@ PAIRED.parquet``, with at least ``mdbv``, ``gbv_multipath`` and ``near_opt_bv``)
 2. the per-iteration differences to MDBV: gains, losses, the worst and best iterations;
 3. the float peel of the node rules on the recorded rows: per call of the coverage peel, the
    fallbacks and the total variation between the realised law (``sum_i w_i v_i``) and the
-   constructed base it decomposes (a probe that wraps the kernel's private ``_decompose``).
+   constructed base it decomposes (a probe that wraps the kernels' ``decompose_orders``).
 
 Usage::
 
@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 import torch
 from tqdm import tqdm
 
-from spectr_gbv.gpu.kernels import accepted_law, coverage
+from spectr_gbv.gpu.kernels import accepted_law, coverage, node_split
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -57,19 +57,19 @@ def main(argv: list[str] | None = None) -> None:
             print(f"  {label}: iteration {i}: {d:+.3f} ({values})")
 
     calls: list[tuple[int, float]] = []  # (fallbacks, max TV over the call's rows)
-    original = coverage._decompose
+    original = coverage.decompose_orders
 
     def probe(d: torch.Tensor, *rest: object) -> object:
         out = original(d, *rest)
         calls.append((int(out.fallbacks), float((0.5 * (out.mixed - d).abs().sum(-1)).max())))
         return out
 
-    coverage._decompose = probe
+    coverage.decompose_orders = node_split.decompose_orders = probe  # both rules' peels
     try:
         for drafts, q, p in tqdm(torch.load(args.record), desc="peel probe", file=sys.stderr):
             accepted_law("near_opt_bv", drafts, q, p)
     finally:
-        coverage._decompose = original
+        coverage.decompose_orders = node_split.decompose_orders = original
     tvs = [tv for _, tv in calls]
     print(
         f"peel: {len(calls)} calls, {sum(f for f, _ in calls)} fallbacks; total variation realised vs base: "

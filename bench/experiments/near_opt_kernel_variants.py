@@ -2,7 +2,7 @@ r"""``near_opt_bv``'s research variants in the torch kernel: the proportional sc
 
 The float64 counterpart of :data:`bench.experiments.near_opt_variants.PROPORTIONAL` (read
 ``bench/experiments/near_opt_variants.py``), kept outside the package with it: a
-:class:`~spectr_gbv.gpu.kernels.coverage.KernelSplit` passed as
+:class:`~spectr_gbv.gpu.kernels.node_split.KernelSplit` passed as
 ``split_node_rule(..., split=KERNEL_PROPORTIONAL)`` or ``score_selection(inputs, KERNEL_PROPORTIONAL)``.
 
 a*, the acceptance vector of step 1 (support by t/q descending, ties by id as
@@ -82,7 +82,7 @@ def max_share(
 
 @dataclass(frozen=True)
 class KernelProportionalSplit:
-    """The proportional split (candidate C4c) as a :class:`~spectr_gbv.gpu.kernels.coverage.KernelSplit`.
+    """The proportional split (candidate C4c) as a :class:`~spectr_gbv.gpu.kernels.node_split.KernelSplit`.
 
     Attributes
     ----------

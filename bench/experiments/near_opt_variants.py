@@ -15,7 +15,7 @@ through its public seams:
 * a whole base is a :data:`~spectr_gbv.reference.coverage.BaseRule`, passed as
   ``NearOptBlockVerifier(priority=...)``: :func:`neutral_base` (C6a, a negative result);
 * the torch kernel's proportional split (C4c in float64) is a
-  :class:`~spectr_gbv.gpu.kernels.coverage.KernelSplit` in
+  :class:`~spectr_gbv.gpu.kernels.node_split.KernelSplit` in
   ``bench/experiments/near_opt_kernel_variants.py``.
 
 Tests: ``tests/experiments/test_near_opt_variants.py``.

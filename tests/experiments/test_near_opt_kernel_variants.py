@@ -1,7 +1,7 @@
 """The kernel's proportional score split (bench/experiments/near_opt_kernel_variants.py) equals the exact reference.
 
 The checks of tests/gpu/kernels/test_kernel_near_opt_bv.py, for the research log's proportional
-split (candidate C4c): :func:`~spectr_gbv.gpu.kernels.coverage.split_node_rule` with
+split (candidate C4c): :func:`~spectr_gbv.gpu.kernels.node_split.split_node_rule` with
 :data:`KERNEL_PROPORTIONAL` on 60 random score-law nodes (d, the share and the moments of every
 child's law) and :func:`~spectr_gbv.gpu.kernels.near_opt_bv.score_selection` on random exact
 instances equal the reference with :data:`~bench.experiments.near_opt_variants.PROPORTIONAL`
@@ -29,7 +29,7 @@ def test_proportional_score_selection_equals_the_reference_score_tree(n, K, seed
 
 
 def test_proportional_split_takes_the_ratio_priority_only():
-    from spectr_gbv.gpu.kernels.coverage import check_split
+    from spectr_gbv.gpu.kernels.node_split import check_split
 
     assert check_split(KERNEL_PROPORTIONAL, None) == "ratio"
     with pytest.raises(ValueError, match="priority must be one of ratio with split='proportional'"):

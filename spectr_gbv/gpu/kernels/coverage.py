@@ -34,10 +34,9 @@ before the generalisation).
 Other concave functions. Every step reads G only through a
 :class:`~spectr_gbv.gpu.kernels.node_laws.NodeLaw` (``g``, its complement ``tail``, the vertex
 entries; module :mod:`spectr_gbv.gpu.kernels.node_laws`), so the same rules run on the score-law functions of
-:mod:`spectr_gbv.gpu.kernels.score_laws`; :func:`split_node_rule` adds the score-law node
-rule of ``near_opt_bv`` (the hedged or the lexicographically optimal base) with its
-priority-order mixture, and takes other splits through :class:`KernelSplit`
-(``bench/experiments/near_opt_variants.py`` has the proportional one).
+:mod:`spectr_gbv.gpu.kernels.score_laws`; :mod:`spectr_gbv.gpu.kernels.node_split` builds the
+score-law node rule of ``near_opt_bv`` on this module's shared steps (:func:`compact_rows`,
+:func:`decompose_orders`).
 
 Losslessness in floating point. The rule's ``d`` is the law the mixture actually realises,
 :math:`\sum_i w_i v_{\sigma_i}`, not the base built in step 2, so a kernel using it stays
@@ -57,12 +56,10 @@ Python loops over positions/peels, each a batched torch op over the rows that st
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
 
 import torch
 
 from spectr_gbv.gpu.kernels.common import count, first_true
-from spectr_gbv.gpu.kernels.lex_base import hedged_base, lexicographic_base
 from spectr_gbv.gpu.kernels.node_laws import CountLaw, NodeLaw, count_law
 
 #: Relative tolerance (floor 1 on the scale) under which two consecutive sorted ratios are an
@@ -74,13 +71,6 @@ VERTEX_ATOL: float = 1e-10
 DINKELBACH_ATOL: float = 1e-12
 #: ``priority`` values of :func:`mixture_node_rule` (as :data:`spectr_gbv.reference.coverage.PRIORITIES`).
 PRIORITIES: tuple[str, ...] = ("id", "ratio")
-#: ``split`` names of :func:`split_node_rule` (as :data:`spectr_gbv.reference.near_opt_bv.SPLITS`);
-#: a :class:`KernelSplit` may be given instead.
-SPLITS: tuple[str, ...] = ("orders",)
-
-#: The base priorities each split of :func:`split_node_rule` takes, its default first (the
-#: reference's :data:`spectr_gbv.reference.coverage.PRIORITIES` of the same name).
-SPLIT_PRIORITIES: dict[str, tuple[str, ...]] = {"orders": ("hedge", "lex")}
 #: Largest number of float64 entries of one [rows, prefixes, n] block of step 1 (``"id"``).
 _BLOCK: int = 1 << 22
 
@@ -393,7 +383,25 @@ def _mass_after(q: torch.Tensor, order: torch.Tensor, valid: torch.Tensor, marke
 
 
 @dataclass
-class _Peeled:
+class PeeledOrders:
+    r"""Bases peeled into priority orders, in compact positions (:func:`decompose_orders`).
+
+    Attributes
+    ----------
+    weights : Tensor, float64 [N, n+1]
+        Weight of each order (0 past the last).
+    tops : Tensor, int64 [N, n+1]
+        First drafted position of each order (-1: unused, or none drafted).
+    orders : Tensor, int64 [N, n+1, n] or None
+        The orders' positions (-1 padded), kept only when asked for.
+    mixed : Tensor, float64 [N, n]
+        The realised law :math:`\sum_i w_i v_i`.
+    fallbacks : Tensor, int64 []
+        Number of peels that did not close in floating point (their weight went to the current order).
+    after : Tensor, float64 [N, n+1, M] or None
+        For each marked position, the q-mass after it in each order (None without ``marked``).
+    """
+
     weights: torch.Tensor
     tops: torch.Tensor
     orders: torch.Tensor | None
@@ -402,7 +410,7 @@ class _Peeled:
     after: torch.Tensor | None
 
 
-def _decompose(
+def decompose_orders(
     d: torch.Tensor,
     q: torch.Tensor,
     valid: torch.Tensor,
@@ -411,13 +419,29 @@ def _decompose(
     drafted: torch.Tensor | None,
     marked: torch.Tensor | None,
     keep_orders: bool,
-) -> _Peeled:
-    """Peel the bases d [N, n] into priority orders (step 3), in compact positions.
+) -> PeeledOrders:
+    """Peel the bases d into priority orders (step 3 of the module docstring), in compact positions.
 
-    ``ids`` [N, n] are the token ids of the positions (tie-break of the orders). Returns weights
-    [N, n+1], first drafted position per order [N, n+1] (-1 unused/none), orders [N, n+1, n]
-    (or None), the realised law ``sum_i w_i v_i`` [N, n], the fallback count and, for the
-    ``marked`` positions [N, M], the q-mass after them in each order [N, n+1, M] (or None).
+    Parameters
+    ----------
+    d, q : Tensor, float64 [N, n]
+        The bases to peel and the draft rows, on compact positions (:class:`CompactRows`).
+    valid : Tensor, bool [N, n]
+        Support positions.
+    law : NodeLaw
+        The nodes' concave functions.
+    ids : Tensor, int64 [N, n]
+        Token id of each position (the orders' tie-break).
+    drafted : Tensor, bool [N, n] or None
+        Drafted positions; with it, ``PeeledOrders.tops`` holds each order's first drafted one.
+    marked : Tensor, int64 [N, M] or None
+        Positions whose q-mass after them each order records (``PeeledOrders.after``).
+    keep_orders : bool
+        Keep the orders themselves (``PeeledOrders.orders``).
+
+    Returns
+    -------
+    PeeledOrders
     """
     N, n = q.shape
     dev = q.device
@@ -461,13 +485,13 @@ def _decompose(
         rows = rows[peel]
         if rows.numel() == 0:
             break
-    return _Peeled(weights, tops, orders, mixed, fallbacks, after)
+    return PeeledOrders(weights, tops, orders, mixed, fallbacks, after)
 
 
 # ---------------------------------------------------------------------------- the rules
 @dataclass(frozen=True)
-class _CompactRows:
-    """N node rows in compact positions: each row's support of q in its visit order (:func:`_compact`).
+class CompactRows:
+    """N node rows in compact positions: each row's support of q in its visit order (:func:`compact_rows`).
 
     ``law`` the rows' ``NodeLaw``; ``ids`` int64 [N, n] the token of each position (n = the
     largest support, at least 1; padding positions hold tokens outside the support);
@@ -490,12 +514,28 @@ class _CompactRows:
     device: torch.device
 
 
-def _compact(
+def compact_rows(
     t: torch.Tensor, q: torch.Tensor, counts: torch.Tensor | NodeLaw, marked: torch.Tensor | None, *, by_id: bool
-) -> _CompactRows:
-    """The preparation shared by :func:`mixture_node_rule` and :func:`split_node_rule`.
+) -> CompactRows:
+    """The preparation every node rule shares: each row's support of q as compact positions.
 
+    Used by :func:`mixture_node_rule` and :func:`spectr_gbv.gpu.kernels.node_split.split_node_rule`.
     Positions are the support of q in id order (``by_id``) or by t/q descending, ties by id.
+
+    Parameters
+    ----------
+    t, q : Tensor, float [N, V]
+        Target weights and draft rows (cast to float64).
+    counts : Tensor or NodeLaw
+        The nodes' laws (:func:`~spectr_gbv.gpu.kernels.node_laws.count_law`).
+    marked : Tensor, int64 [N, M] or None
+        Tokens whose positions the rule reports.
+    by_id : bool
+        Id order (True) or t/q descending (False).
+
+    Returns
+    -------
+    CompactRows
 
     Raises
     ------
@@ -524,7 +564,7 @@ def _compact(
         if bool((mc < 0).any()) or not bool(valid.gather(1, mc.clamp_min(0)).all()):
             raise ValueError("marked: every marked token must lie in the support of q")
         after = torch.zeros(N, n + 1, marked.shape[1], dtype=torch.float64, device=dev)
-    return _CompactRows(law, ids, valid, qc, tc, mc, after, N, V, n, dev)
+    return CompactRows(law, ids, valid, qc, tc, mc, after, N, V, n, dev)
 
 
 @dataclass
@@ -619,7 +659,7 @@ def mixture_node_rule(
     """
     if priority not in PRIORITIES:
         raise ValueError(f"priority must be one of {', '.join(PRIORITIES)}, got {priority!r}")
-    prep = _compact(t, q, counts, marked, by_id=priority == "id")
+    prep = compact_rows(t, q, counts, marked, by_id=priority == "id")
     law, ids, valid, qc, tc, mc, after = prep.law, prep.ids, prep.valid, prep.qc, prep.tc, prep.mc, prep.after
     N, V, n, dev = prep.N, prep.V, prep.n, prep.device
     id_order = torch.argsort(torch.where(valid, ids, ids + V), dim=-1)  # support in id order
@@ -644,7 +684,7 @@ def mixture_node_rule(
         else:
             a, sat = _acceptance_vector(tm, qm, vm, lm)
             dm = raise_to_base(a, qm, vm, lm, sat)
-        peeled = _decompose(
+        peeled = decompose_orders(
             dm,
             qm,
             vm,
@@ -690,248 +730,20 @@ def ratio_acceptance(t: torch.Tensor, q: torch.Tensor, valid: torch.Tensor, law:
     return _ratio_step1(t, q, valid, law)[3]
 
 
-@dataclass(frozen=True)
-class SplitRule:
-    r"""The rule of :func:`split_node_rule` at N nodes: :math:`d = \lambda q + (1 - \lambda) b`.
-
-    Attributes
-    ----------
-    d : Tensor, float64 [N, V]
-        The realised law :math:`\lambda q + (1 - \lambda) \sum_i w_i v_{\sigma_i}` (0 outside
-        the support of q).
-    share : Tensor, float64 [N]
-        :math:`\lambda` in [0, 1] (1: d = q, no orders; 0 with the ``"orders"`` split).
-    weights : Tensor, float64 [N, P]
-        Weights of b's priority orders (each row sums to 1 where ``share < 1``, else 0; unused
-        columns 0; P = max support size + 1).
-    orders : Tensor, int64 [N, P, n] or None
-        With ``keep_orders``: each order as token ids of the support (padded with -1).
-    peel_fallbacks : Tensor, int64 0-d
-        As :class:`NodeRule`.
-    after : Tensor, float64 [N, P, M] or None
-        With ``marked`` tokens [N, M]: the q-mass of the tokens after each marked token in each
-        order (0 in unused columns).
-    """
-
-    d: torch.Tensor
-    share: torch.Tensor
-    weights: torch.Tensor
-    orders: torch.Tensor | None
-    peel_fallbacks: torch.Tensor
-    after: torch.Tensor | None = None
-
-
-class KernelSplit(Protocol):
-    r"""A score-law node rule of :func:`split_node_rule`: :math:`d = \lambda q + (1 - \lambda) b`, b a base.
-
-    Called on the nodes with more than one draft, on compact positions (support by t/q
-    descending, ties by id), it returns the share :math:`\lambda` and the base b; the caller
-    peels b into priority orders where :math:`\lambda < 1`. :data:`ORDERS` is the package's
-    split; ``bench/experiments/near_opt_variants.py`` has the research log's proportional one.
-    """
-
-    #: The split's name, used in error messages.
-    name: str
-    #: The base priorities it takes, its default first.
-    priorities: tuple[str, ...]
-
-    def __call__(
-        self, t: torch.Tensor, q: torch.Tensor, valid: torch.Tensor, law: NodeLaw, priority: str
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        r"""The share and the base at N nodes.
-
-        Parameters
-        ----------
-        t, q : Tensor, float64 [N, n]
-            Target and draft rows on compact positions.
-        valid : Tensor, bool [N, n]
-            Support (padding last).
-        law : NodeLaw
-            The nodes' concave functions.
-        priority : str
-            One of the split's ``priorities``.
-
-        Returns
-        -------
-        share : Tensor, float64 [N]
-            :math:`\lambda` in [0, 1].
-        base : Tensor, float64 [N, n]
-            b, a base of each node's polymatroid where ``share < 1`` (other rows are ignored).
-        """
-        ...
-
-
-@dataclass(frozen=True)
-class OrdersSplit:
-    """The ``"orders"`` split: share 0, b the hedged (``"hedge"``) or lexicographically optimal (``"lex"``) base.
-
-    Attributes
-    ----------
-    name : str
-        ``"orders"``.
-    priorities : tuple of str
-        ``("hedge", "lex")``.
-    """
-
-    name: str = "orders"
-    priorities: tuple[str, ...] = ("hedge", "lex")
-
-    def __call__(
-        self, t: torch.Tensor, q: torch.Tensor, valid: torch.Tensor, law: NodeLaw, priority: str
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Zero shares and :func:`~spectr_gbv.gpu.kernels.lex_base.hedged_base` or ``lexicographic_base``."""
-        lam = torch.zeros(q.shape[0], dtype=torch.float64, device=q.device)
-        base = hedged_base if priority == "hedge" else lexicographic_base
-        return lam, base(t, q, valid, lambda x, lp=law: _g(x, lp))
-
-
-#: The package's score split of :func:`split_node_rule` (``split="orders"``).
-ORDERS = OrdersSplit()
-
-
-def kernel_split(split: str | KernelSplit) -> KernelSplit:
-    """The :class:`KernelSplit` of ``split``: a name of :data:`SPLITS`, or a split object as given.
-
-    Raises
-    ------
-    ValueError
-        ``split`` a string not in :data:`SPLITS`.
-    """
-    if not isinstance(split, str):
-        return split
-    if split not in SPLITS:
-        raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
-    return ORDERS
-
-
-def check_split(split: str | KernelSplit, priority: str | None) -> str:
-    """The priority :func:`split_node_rule` uses for ``split`` (the default where None).
-
-    Raises
-    ------
-    ValueError
-        ``split`` a name not in :data:`SPLITS`, or ``priority`` not one of its priorities
-        (:data:`SPLIT_PRIORITIES`, a :class:`KernelSplit`'s ``priorities``).
-    """
-    rule = kernel_split(split)
-    allowed = rule.priorities
-    if priority is None:
-        return allowed[0]
-    if priority not in allowed:
-        raise ValueError(f"priority must be one of {', '.join(allowed)} with split={rule.name!r}, got {priority!r}")
-    return priority
-
-
-def split_node_rule(
-    t: torch.Tensor,
-    q: torch.Tensor,
-    counts: torch.Tensor | NodeLaw,
-    *,
-    split: str | KernelSplit = "orders",
-    priority: str | None = None,
-    marked: torch.Tensor | None = None,
-    keep_orders: bool = False,
-) -> SplitRule:
-    r"""An optimal selection law as :math:`\lambda q + (1 - \lambda) b`, b a priority-order mixture; N nodes at once.
-
-    The score-law split of :func:`spectr_gbv.reference.near_opt_bv.score_tree` (``split``):
-    ``"orders"``: d = the hedged base (``priority="hedge"``, the default:
-    :func:`spectr_gbv.reference.coverage.hedged_base`;
-    :func:`~spectr_gbv.gpu.kernels.lex_base.hedged_base`) or the lexicographically optimal
-    base w.r.t. t (``"lex"``: :func:`spectr_gbv.reference.coverage.lexicographic_base`;
-    :func:`~spectr_gbv.gpu.kernels.lex_base.lexicographic_base`), :math:`\lambda = 0`, b = d
-    peeled into priority orders. Any :class:`KernelSplit` gives :math:`\lambda` and b instead
-    (the research log's proportional split: ``bench/experiments/near_opt_variants.py``).
-
-    Parameters
-    ----------
-    t : Tensor, float [N, V]
-        Nonnegative targets, totals <= 1.
-    q : Tensor, float [N, V]
-        Draft laws (rows sum to 1).
-    counts : Tensor or NodeLaw
-        The node's concave function: as :func:`mixture_node_rule`'s ``counts``, or any
-        :class:`~spectr_gbv.gpu.kernels.node_laws.NodeLaw` (e.g. :class:`spectr_gbv.gpu.kernels.score_laws.ScoreLaws`).
-    marked : Tensor, int64 [N, M], optional
-        Tokens (inside the support of q) whose q-mass after them in every order is returned.
-    split : str or KernelSplit
-        ``"orders"`` (default; :data:`SPLITS`) or a :class:`KernelSplit`.
-    priority : str, optional
-        The base: one of the split's priorities (:data:`SPLIT_PRIORITIES`; default its first:
-        ``"hedge"`` for ``"orders"``).
-    keep_orders : bool
-        Also return the orders.
-
-    Returns
-    -------
-    SplitRule
-
-    Raises
-    ------
-    ValueError
-        ``split`` a name not in :data:`SPLITS`, ``priority`` not one of the split's
-        priorities, a marked token outside the support of q, or ``counts`` of another shape.
-
-    References
-    ----------
-    :func:`spectr_gbv.reference.coverage.lexicographic_base` and
-    :func:`~spectr_gbv.reference.coverage.hedged_base` (the exact rules this matches);
-    Fujishige, "Lexicographically optimal base of a polymatroid with respect to a weight
-    vector", Math. Oper. Res. 5 (1980).
-    """
-    priority = check_split(split, priority)
-    rule = kernel_split(split)
-    prep = _compact(t, q, counts, marked, by_id=False)
-    law, ids, valid, qc, tc, mc, after = prep.law, prep.ids, prep.valid, prep.qc, prep.tc, prep.mc, prep.after
-    N, V, n, dev = prep.N, prep.V, prep.n, prep.device
-    dc = qc.clone()
-    share = torch.ones(N, dtype=torch.float64, device=dev)
-    weights = torch.zeros(N, n + 1, dtype=torch.float64, device=dev)
-    orders = torch.full((N, n + 1, n), -1, dtype=torch.int64, device=dev) if keep_orders else None
-    fallbacks = torch.zeros((), dtype=torch.int64, device=dev)
-    multi = law.multi.nonzero().squeeze(-1)
-    if multi.numel():
-        qm, vm, lm = qc[multi], valid[multi], law[multi]
-        lam, b = rule(tc[multi], qm, vm, lm, priority)
-        part = (lam < 1).nonzero().squeeze(-1)
-        share[multi] = lam
-        if part.numel():
-            rows = multi[part]
-            qp, vp, lp = qm[part], vm[part], lm[part]
-            lam_p = lam[part].unsqueeze(-1)
-            peeled = _decompose(b[part], qp, vp, lp, ids[rows], None, None if mc is None else mc[rows], keep_orders)
-            dc[rows] = lam_p * qp + (1.0 - lam_p) * peeled.mixed
-            weights[rows] = peeled.weights
-            fallbacks = peeled.fallbacks
-            if orders is not None and peeled.orders is not None:
-                orders[rows] = peeled.orders
-            if after is not None and peeled.after is not None:
-                after[rows] = peeled.after
-    d = torch.zeros(N, V, dtype=torch.float64, device=dev).scatter_add(1, ids, torch.where(valid, dc, 0.0))
-    if orders is not None:
-        orders = torch.where(orders >= 0, ids.unsqueeze(1).expand(N, n + 1, n).gather(2, orders.clamp_min(0)), -1)
-    return SplitRule(d, share, weights, orders, fallbacks, after)
-
-
 __all__ = [
     "DINKELBACH_ATOL",
-    "ORDERS",
     "PRIORITIES",
-    "SPLITS",
-    "SPLIT_PRIORITIES",
     "TIE_RTOL",
     "VERTEX_ATOL",
+    "CompactRows",
     "CountLaw",
-    "KernelSplit",
     "NodeLaw",
     "NodeRule",
-    "OrdersSplit",
-    "SplitRule",
-    "check_split",
+    "PeeledOrders",
+    "compact_rows",
     "count_law",
-    "kernel_split",
+    "decompose_orders",
     "mixture_node_rule",
     "raise_to_base",
     "ratio_acceptance",
-    "split_node_rule",
 ]

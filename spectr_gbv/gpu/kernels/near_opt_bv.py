@@ -10,12 +10,12 @@ depth in one batch:
 
 * the root's score law H is uniform on [0, 1] and its BV weight w = 1;
 * at a drafted prefix u with law H and weight w, the node rule is
-  :func:`~spectr_gbv.gpu.kernels.coverage.split_node_rule` for the target :math:`w\, p(.|u)`,
+  :func:`~spectr_gbv.gpu.kernels.node_split.split_node_rule` for the target :math:`w\, p(.|u)`,
   the draft law q(.|u) and the polymatroid :math:`X \mapsto g_H(q(X))`
   (:class:`~spectr_gbv.gpu.kernels.score_laws.ScoreLaws`): with the default ``split="orders"``
   the hedged base (the reference default, ``priority="hedge"``: the lexicographically optimal
   base with its under-drafted children re-split in proportion to q; ``priority="lex"`` the
-  lexicographic base alone), with a :class:`~spectr_gbv.gpu.kernels.coverage.KernelSplit`
+  lexicographic base alone), with a :class:`~spectr_gbv.gpu.kernels.node_split.KernelSplit`
   a law :math:`d = \lambda q + (1 - \lambda) b`; b as a mixture of priority orders
   :math:`(\mu_i, \sigma_i)`;
 * a drafted child v gets :math:`q(v) G_{uv} = \lambda q(v) H + (1 - \lambda) \sum_i \mu_i
@@ -105,7 +105,8 @@ from spectr_gbv.gpu.kernels.common import (
     sample_categorical,
     take,
 )
-from spectr_gbv.gpu.kernels.coverage import KernelSplit, check_split, mixture_node_rule, split_node_rule
+from spectr_gbv.gpu.kernels.coverage import mixture_node_rule
+from spectr_gbv.gpu.kernels.node_split import KernelSplit, check_split, split_node_rule
 from spectr_gbv.gpu.kernels.score_laws import ScoreLaws
 from spectr_gbv.reference.score_laws import UNIFORM, ScoreLaw, moment, split_law, win_probabilities
 
@@ -244,7 +245,7 @@ class ScoreSelection:
     shares : list of Tensor, float64 [N_t]
         The proportional share :math:`\lambda` of each node rule.
     peel_fallbacks : Tensor, int64 0-d
-        Summed over the node rules (:class:`~spectr_gbv.gpu.kernels.coverage.SplitRule`).
+        Summed over the node rules (:class:`~spectr_gbv.gpu.kernels.node_split.SplitRule`).
     unresolved : Tensor, bool [B]
         Rows with a drafted child's entry that is not a positive, finite float64 (module
         docstring, "Guard"). Their ``win`` and rows must not be used.
@@ -359,12 +360,12 @@ def score_selection(
     inputs : KernelInputs
         Rows of drafts sharing a prefix must agree there (the lowest-index draft's are read).
     split : str or KernelSplit
-        The node rule and its split of the score law (:func:`~spectr_gbv.gpu.kernels.coverage.split_node_rule`):
+        The node rule and its split of the score law (:func:`~spectr_gbv.gpu.kernels.node_split.split_node_rule`):
         ``"orders"`` (default; the reference's default ``split="orders"``) or a
-        :class:`~spectr_gbv.gpu.kernels.coverage.KernelSplit` (the research log's proportional
+        :class:`~spectr_gbv.gpu.kernels.node_split.KernelSplit` (the research log's proportional
         split: ``bench/experiments/near_opt_variants.py``).
     priority : str, optional
-        The base (:data:`~spectr_gbv.gpu.kernels.coverage.SPLIT_PRIORITIES`): with ``"orders"``,
+        The base (:data:`~spectr_gbv.gpu.kernels.node_split.SPLIT_PRIORITIES`): with ``"orders"``,
         ``"hedge"`` (default, the reference default) or ``"lex"``.
 
     Returns
@@ -461,8 +462,8 @@ def verify_near_opt_bv(
     selection : str
         ``"score"`` (default, the registered ``near_opt_bv``) or ``"walk"`` (:data:`SELECTIONS`).
     split : str or KernelSplit
-        With scores: :data:`~spectr_gbv.gpu.kernels.coverage.SPLITS` or a
-        :class:`~spectr_gbv.gpu.kernels.coverage.KernelSplit` (:func:`score_selection`).
+        With scores: :data:`~spectr_gbv.gpu.kernels.node_split.SPLITS` or a
+        :class:`~spectr_gbv.gpu.kernels.node_split.KernelSplit` (:func:`score_selection`).
     priority : str, optional
         With scores: the split's base (:func:`score_selection`; default ``"hedge"`` with
         ``"orders"``, the registered ``near_opt_bv``).
@@ -481,8 +482,8 @@ def verify_near_opt_bv(
     ------
     ValueError
         ``selection`` not in :data:`SELECTIONS`, ``split`` a name not in
-        :data:`~spectr_gbv.gpu.kernels.coverage.SPLITS`, or ``priority`` not one of its
-        priorities (:data:`~spectr_gbv.gpu.kernels.coverage.SPLIT_PRIORITIES`).
+        :data:`~spectr_gbv.gpu.kernels.node_split.SPLITS`, or ``priority`` not one of its
+        priorities (:data:`~spectr_gbv.gpu.kernels.node_split.SPLIT_PRIORITIES`).
 
     References
     ----------

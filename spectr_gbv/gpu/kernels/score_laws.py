@@ -8,7 +8,7 @@ node rule at u is the polymatroid rule of
     g_H(x) = \frac{\int_{\text{top } x \text{ of } H} s^k\, dH}{E_H[S^k]}, \qquad k = K - 1,
 
 (:class:`ScoreLaws`, a :class:`~spectr_gbv.gpu.kernels.node_laws.NodeLaw` for
-:func:`~spectr_gbv.gpu.kernels.coverage.split_node_rule`). The laws themselves are exact
+:func:`~spectr_gbv.gpu.kernels.node_split.split_node_rule`). The laws themselves are exact
 rationals (:mod:`spectr_gbv.reference.score_laws`; :func:`spectr_gbv.gpu.kernels.near_opt_bv.exact_child`
 builds the children's): a :class:`ScoreLaws` is their float64 view for the V-sized rule
 (:meth:`ScoreLaws.from_exact`).

@@ -1,6 +1,6 @@
 r"""The ``near_opt_bv`` kernel: its score-law node rules, its count-law walk, and the decoder.
 
-* Score node rules: :func:`~spectr_gbv.gpu.kernels.coverage.split_node_rule` with a batch of
+* Score node rules: :func:`~spectr_gbv.gpu.kernels.node_split.split_node_rule` with a batch of
   :class:`~spectr_gbv.gpu.kernels.score_laws.ScoreLaws` on 60 random nodes (n in 2..7, K in
   2..4, score laws H taken from the reference's child laws up to two levels down, targets w p
   with zeros and ties), for the ``"orders"`` split (the reference default, the hedged base,
@@ -52,13 +52,14 @@ from spectr_gbv.core.instance import random_instance  # noqa: E402
 from spectr_gbv.gpu.kernels import near_opt_bv as kernel  # noqa: E402
 from spectr_gbv.gpu.kernels import verify  # noqa: E402
 from spectr_gbv.gpu.kernels.common import TorchUniforms, validate_inputs  # noqa: E402
-from spectr_gbv.gpu.kernels.coverage import CountLaw, mixture_node_rule, split_node_rule  # noqa: E402
+from spectr_gbv.gpu.kernels.coverage import CountLaw, mixture_node_rule  # noqa: E402
 from spectr_gbv.gpu.kernels.near_opt_bv import (  # noqa: E402
     exact_child,
     score_selection,
     select_path,
     verify_near_opt_bv,
 )
+from spectr_gbv.gpu.kernels.node_split import split_node_rule  # noqa: E402
 from spectr_gbv.gpu.kernels.score_laws import ScoreLaws  # noqa: E402
 from spectr_gbv.reference.base import VerifyInput  # noqa: E402
 from spectr_gbv.reference.coverage import mixture_rule  # noqa: E402
